@@ -1,0 +1,54 @@
+# iser-rs: top-level entry points.
+#
+#   make            build iser_rs.ko against $(KDIR) (default: the cached test kernel)
+#   make run        the demo: build, boot the test VM, load iser_rs, show it working
+#   make check      all tests: host (cargo) and guest (VM), ends with "N passed, N failed"
+#   make bench      fio benchmark iser_rs vs ib_iser vs iscsi_tcp (ratios, JSON, chart)
+#   make kernel     only build (or find) the cached test kernel
+#   make clippy     the kernel's CLIPPY=1 lint build of the module
+#
+# DEBUG=1 selects the debug kernel (KASAN, lockdep, kmemleak, ...) for all of them.
+
+SHELL := /bin/bash
+REPO  := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+RUSTC_KERNEL := /usr/bin/rustc
+BINDGEN_KERNEL := $(HOME)/.cargo/bin/bindgen
+export DEBUG ?= 0
+
+# Resolved lazily: only targets that need the kernel pay for finding/building it.
+KDIR ?= $(shell $(REPO)/scripts/build-kernel)
+KMAKE = $(MAKE) -C $(KDIR) M=$(REPO) RUSTC=$(RUSTC_KERNEL) BINDGEN=$(BINDGEN_KERNEL) \
+        $(if $(filter 1,$(DEBUG)),LLVM=1)
+
+.PHONY: all modules deps kernel run check check-host check-guest bench clippy fmt clean
+
+all: modules
+
+deps:
+	@$(REPO)/scripts/install-deps
+
+modules: deps
+	+$(KMAKE) modules
+
+kernel: deps
+	@echo $(KDIR)
+
+clippy: deps
+	+$(KMAKE) CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver modules
+
+fmt:
+	cargo fmt --manifest-path rust/proto/Cargo.toml
+	rustfmt --edition 2021 --config-path $(REPO)/.rustfmt.toml rust/*.rs rust/sys/*.rs rust/driver/*.rs
+
+run: modules
+	$(REPO)/scripts/vm-run $(REPO)/scripts/demo
+
+check: deps
+	@$(REPO)/scripts/check
+
+bench: modules
+	$(REPO)/scripts/bench
+
+clean:
+	-+$(KMAKE) clean
+	rm -f rust/bindings_generated.rs

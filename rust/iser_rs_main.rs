@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: GPL-2.0
+//! iser-rs: an iSCSI Extensions for RDMA (iSER) initiator.
+//!
+//! Crate root of the `iser_rs` module. Layers:
+//! - [`proto`]: the protocol rules, pure and allocation-free (also built and
+//!   fuzzed on the host from `rust/proto`).
+//! - [`sys`]: thin wrappers over the C APIs; all `unsafe` lives there.
+//! - [`driver`]: the initiator logic, safe Rust.
+//!
+//! Teardown order (reverse of `init`): the transport is unregistered first,
+//! so no new session can start while the rest goes away.
+
+mod driver;
+mod sys;
+
+use kernel::c_str;
+use kernel::prelude::*;
+
+module! {
+    type: IserRs,
+    name: "iser_rs",
+    author: "iser-rs developers",
+    description: "iSER initiator (iSCSI Extensions for RDMA) in Rust",
+    license: "GPL",
+}
+
+struct IserRs {
+    _transport: sys::iscsi::Registration,
+}
+
+impl kernel::Module for IserRs {
+    fn init(module: &'static ThisModule) -> Result<Self> {
+        let transport = sys::iscsi::Registration::new::<driver::transport::IserTransport>(module, c_str!("iser"))?;
+        pr_info!("iSER transport registered\n");
+        Ok(IserRs { _transport: transport })
+    }
+}
+
+impl Drop for IserRs {
+    fn drop(&mut self) {
+        pr_info!("iSER transport unregistering\n");
+    }
+}

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * iser-rs C shim: module parameters and wrappers over static inline
+ * functions and macros that bindgen cannot expose. No driver logic lives
+ * here; every function is a one-line forward.
+ */
+#include <linux/module.h>
+#include <linux/moduleparam.h>
+#include <linux/namei.h>
+#include <linux/path.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/rdma_cm.h>
+#include <scsi/scsi_cmnd.h>
+#include <scsi/scsi_host.h>
+#include <scsi/libiscsi.h>
+#include <scsi/scsi_transport_iscsi.h>
+#include "iser_shim.h"
+
+/* Same names, meanings and defaults as ib_iser's parameters. */
+unsigned int iser_rs_max_sectors = 1024;
+module_param_named(max_sectors, iser_rs_max_sectors, uint, 0444);
+MODULE_PARM_DESC(max_sectors, "Maximum number of 512-byte sectors per command (default: 1024)");
+
+unsigned int iser_rs_max_lun = 512;
+module_param_named(max_lun, iser_rs_max_lun, uint, 0444);
+MODULE_PARM_DESC(max_lun, "Maximum LUN to scan (default: 512)");
+
+int iser_rs_debug_level;
+module_param_named(debug_level, iser_rs_debug_level, int, 0644);
+MODULE_PARM_DESC(debug_level, "Enable debug tracing if > 0 (default: disabled)");
+
+bool iser_rs_transport_name_taken(const char *name)
+{
+	/*
+	 * scsi_transport_iscsi keeps its transport list private and would
+	 * register a second "iser" device under the same name with a sysfs
+	 * duplicate-name splat; its sysfs class directory is the public view.
+	 */
+	char p[96];
+	struct path path;
+
+	snprintf(p, sizeof(p), "/sys/class/iscsi_transport/%s", name);
+	if (kern_path(p, LOOKUP_FOLLOW, &path))
+		return false;
+	path_put(&path);
+	return true;
+}
+
+static enum dma_data_direction iser_rs_dir(int to_device)
+{
+	return to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE;
+}
+
+int iser_rs_post_send(struct ib_qp *qp, const struct ib_send_wr *wr)
+{
+	return ib_post_send(qp, wr, NULL);
+}
+
+int iser_rs_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr)
+{
+	return ib_post_recv(qp, wr, NULL);
+}
+
+u64 iser_rs_dma_map_single(struct ib_device *dev, void *addr, size_t len, int to_device)
+{
+	return ib_dma_map_single(dev, addr, len, iser_rs_dir(to_device));
+}
+
+void iser_rs_dma_unmap_single(struct ib_device *dev, u64 addr, size_t len, int to_device)
+{
+	ib_dma_unmap_single(dev, addr, len, iser_rs_dir(to_device));
+}
+
+int iser_rs_dma_mapping_error(struct ib_device *dev, u64 addr)
+{
+	return ib_dma_mapping_error(dev, addr);
+}
+
+void iser_rs_dma_sync_for_cpu(struct ib_device *dev, u64 addr, size_t len, int to_device)
+{
+	ib_dma_sync_single_for_cpu(dev, addr, len, iser_rs_dir(to_device));
+}
+
+void iser_rs_dma_sync_for_device(struct ib_device *dev, u64 addr, size_t len, int to_device)
+{
+	ib_dma_sync_single_for_device(dev, addr, len, iser_rs_dir(to_device));
+}
+
+int iser_rs_dma_map_sg(struct ib_device *dev, struct scatterlist *sg, int nents, int dir)
+{
+	return ib_dma_map_sg(dev, sg, nents, dir);
+}
+
+void iser_rs_dma_unmap_sg(struct ib_device *dev, struct scatterlist *sg, int nents, int dir)
+{
+	ib_dma_unmap_sg(dev, sg, nents, dir);
+}
+
+struct ib_pd *iser_rs_alloc_pd(struct ib_device *dev)
+{
+	/* No IB_PD_UNSAFE_GLOBAL_RKEY: iser-rs never exposes a global rkey. */
+	return ib_alloc_pd(dev, 0);
+}
+
+void iser_rs_dealloc_pd(struct ib_pd *pd)
+{
+	ib_dealloc_pd(pd);
+}
+
+void iser_rs_mr_bump_key(struct ib_mr *mr)
+{
+	ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey));
+}
+
+int iser_rs_dereg_mr(struct ib_mr *mr)
+{
+	return ib_dereg_mr(mr);
+}
+
+struct rdma_cm_id *iser_rs_create_id(int (*handler)(struct rdma_cm_id *, struct rdma_cm_event *),
+				     void *context)
+{
+	return rdma_create_id(&init_net, handler, context, RDMA_PS_TCP, IB_QPT_RC);
+}
+
+struct scatterlist *iser_rs_scsi_sglist(struct scsi_cmnd *sc)
+{
+	return scsi_sglist(sc);
+}
+
+unsigned int iser_rs_scsi_sg_count(struct scsi_cmnd *sc)
+{
+	return scsi_sg_count(sc);
+}
+
+unsigned int iser_rs_scsi_bufflen(struct scsi_cmnd *sc)
+{
+	return scsi_bufflen(sc);
+}
+
+bool iser_rs_task_has_unsol_data(struct iscsi_task *task)
+{
+	return iscsi_task_has_unsol_data(task);
+}
+
+void *iser_rs_shost_priv(struct Scsi_Host *shost)
+{
+	return shost_priv(shost);
+}
+
+int iser_rs_device_max_qp_rd_atom(struct ib_device *dev)
+{
+	return dev->attrs.max_qp_rd_atom;
+}
+
+bool iser_rs_device_sg_gaps_reg(struct ib_device *dev)
+{
+	return dev->attrs.kernel_cap_flags & IBK_SG_GAPS_REG;
+}
+
+struct Scsi_Host *iser_rs_cls_session_to_shost(struct iscsi_cls_session *s)
+{
+	return iscsi_session_to_shost(s);
+}

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * iser-rs C shim: what Rust cannot reach through bindgen. Only thin
+ * wrappers over static inline functions and macros, and the module
+ * parameters (Rust module parameters arrive in 6.19). No logic.
+ */
+#ifndef ISER_RS_SHIM_H
+#define ISER_RS_SHIM_H
+#include <linux/types.h>
+
+/* Module parameters, named like ib_iser's (see iser_shim.c). */
+extern unsigned int iser_rs_max_sectors;
+extern unsigned int iser_rs_max_lun;
+extern int iser_rs_debug_level;
+
+/* True when some module already registered an iSCSI transport "name". */
+bool iser_rs_transport_name_taken(const char *name);
+struct ib_device;
+struct ib_pd;
+struct ib_qp;
+struct ib_mr;
+struct ib_send_wr;
+struct ib_recv_wr;
+struct scatterlist;
+struct rdma_cm_id;
+struct rdma_cm_event;
+struct scsi_cmnd;
+struct iscsi_task;
+struct sockaddr;
+struct Scsi_Host;
+
+/* Forwards of static inline functions and macros (one line each). */
+int iser_rs_post_send(struct ib_qp *qp, const struct ib_send_wr *wr);
+int iser_rs_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr);
+u64 iser_rs_dma_map_single(struct ib_device *dev, void *addr, size_t len, int to_device);
+void iser_rs_dma_unmap_single(struct ib_device *dev, u64 addr, size_t len, int to_device);
+int iser_rs_dma_mapping_error(struct ib_device *dev, u64 addr);
+void iser_rs_dma_sync_for_cpu(struct ib_device *dev, u64 addr, size_t len, int to_device);
+void iser_rs_dma_sync_for_device(struct ib_device *dev, u64 addr, size_t len, int to_device);
+int iser_rs_dma_map_sg(struct ib_device *dev, struct scatterlist *sg, int nents, int dir);
+void iser_rs_dma_unmap_sg(struct ib_device *dev, struct scatterlist *sg, int nents, int dir);
+struct ib_pd *iser_rs_alloc_pd(struct ib_device *dev);
+void iser_rs_dealloc_pd(struct ib_pd *pd);
+void iser_rs_mr_bump_key(struct ib_mr *mr);
+int iser_rs_dereg_mr(struct ib_mr *mr);
+struct rdma_cm_id *iser_rs_create_id(int (*handler)(struct rdma_cm_id *, struct rdma_cm_event *),
+				     void *context);
+struct scatterlist *iser_rs_scsi_sglist(struct scsi_cmnd *sc);
+unsigned int iser_rs_scsi_sg_count(struct scsi_cmnd *sc);
+unsigned int iser_rs_scsi_bufflen(struct scsi_cmnd *sc);
+bool iser_rs_task_has_unsol_data(struct iscsi_task *task);
+void *iser_rs_shost_priv(struct Scsi_Host *shost);
+struct iscsi_cls_session;
+struct Scsi_Host *iser_rs_cls_session_to_shost(struct iscsi_cls_session *s);
+int iser_rs_device_max_qp_rd_atom(struct ib_device *dev);
+bool iser_rs_device_sg_gaps_reg(struct ib_device *dev);
+#endif

@@ -1,0 +1,457 @@
+//! Per-command STag state machine (iSER §7.3.1-§7.3.3, §8.3.2).
+//!
+//! Each SCSI command owns at most a Read STag and a Write STag (iSER
+//! §7.3.1). Life cycle of one STag:
+//!
+//! ```text
+//! Registered --advertise--> Advertised --SendInvSE(stag)--> RemoteInvalidated
+//!      \                        |
+//!       \--local inv posted--> LocalInvalidatePending --completed--> LocallyInvalidated
+//! ```
+//!
+//! The command may be completed to the iSCSI layer only when its response
+//! has arrived **and** none of its STags is still valid or being
+//! invalidated (iSER §7.3.2: "MUST ensure the invalidation of the STag(s)
+//! ... before notifying the iSCSI Layer"). A SendInvSE invalidates one STag
+//! only; with both a Read and a Write STag the other one is invalidated
+//! explicitly (iSER §7.3.2), and without negotiated remote invalidation
+//! (see [`super::cm_private`]) all are.
+//!
+//! Only STags registered for this task belong here (not a device-global
+//! DMA rkey, which is never invalidated). Every event is transactional: on
+//! error the state is left unchanged.
+
+use super::error::{ProtoError, ProtoResult};
+
+/// State of one STag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StagState {
+    /// Registered and mapped to the ITT, not yet sent (iSER §7.3.1 a, b).
+    Registered,
+    /// Sent in the iSER header of the command (iSER §7.3.1 c).
+    Advertised,
+    /// Invalidated by the target's SendInvSE (iSER §7.3.2).
+    RemoteInvalidated,
+    /// Local invalidation posted, completion outstanding.
+    LocalInvalidatePending,
+    /// Invalidated locally (iSER §7.3.2 explicit invalidation, §7.3.3).
+    LocallyInvalidated,
+}
+
+impl StagState {
+    /// The STag can still be used by the target (must be invalidated before
+    /// completion).
+    pub const fn is_valid(self) -> bool {
+        matches!(self, StagState::Registered | StagState::Advertised)
+    }
+
+    /// The STag is definitely invalid.
+    pub const fn is_invalidated(self) -> bool {
+        matches!(
+            self,
+            StagState::RemoteInvalidated | StagState::LocallyInvalidated
+        )
+    }
+}
+
+/// An STag with its state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stag {
+    /// STag value (rkey).
+    pub stag: u32,
+    /// Current state.
+    pub state: StagState,
+}
+
+/// Up to two STags (result of [`TaskStags::stags_to_invalidate_locally`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StagList {
+    stags: [u32; 2],
+    len: u8,
+}
+
+impl StagList {
+    fn push(&mut self, s: u32) {
+        if let Some(slot) = self.stags.get_mut(usize::from(self.len)) {
+            *slot = s;
+            self.len = self.len.saturating_add(1);
+        }
+    }
+
+    /// The STags.
+    pub fn as_slice(&self) -> &[u32] {
+        self.stags.get(..usize::from(self.len)).unwrap_or(&[])
+    }
+
+    /// Number of STags.
+    pub fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    /// `true` if there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// The STags of one task and whether its response has arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskStags {
+    read: Option<Stag>,
+    write: Option<Stag>,
+    remote_invalidation: bool,
+    sent: bool,
+    response: bool,
+}
+
+impl TaskStags {
+    /// A task whose buffers were registered with the given STags (iSER
+    /// §7.3.1 a, b); `remote_invalidation` is
+    /// [`super::cm_private::AcceptTerms::remote_invalidate`]. Read and Write
+    /// STag must differ ([`ProtoError::DuplicateStag`]).
+    pub fn new(
+        read: Option<u32>,
+        write: Option<u32>,
+        remote_invalidation: bool,
+    ) -> ProtoResult<Self> {
+        TaskStags {
+            read: None,
+            write: None,
+            remote_invalidation,
+            sent: false,
+            response: false,
+        }
+        .with_stags(read, write)
+    }
+
+    fn with_stags(mut self, read: Option<u32>, write: Option<u32>) -> ProtoResult<Self> {
+        if let (Some(r), Some(w)) = (read, write) {
+            if r == w {
+                return Err(ProtoError::DuplicateStag);
+            }
+        }
+        let reg = |s| Stag {
+            stag: s,
+            state: StagState::Registered,
+        };
+        self.read = read.map(reg);
+        self.write = write.map(reg);
+        Ok(self)
+    }
+
+    /// The Read STag, if any.
+    pub fn read(&self) -> Option<Stag> {
+        self.read
+    }
+
+    /// The Write STag, if any.
+    pub fn write(&self) -> Option<Stag> {
+        self.write
+    }
+
+    /// Whether the response has been received.
+    pub fn response_received(&self) -> bool {
+        self.response
+    }
+
+    /// The command (or TASK REASSIGN TMF) carrying the STags was sent:
+    /// Registered → Advertised (iSER §7.3.1 c, §7.3.3). Sending twice, or
+    /// after the response, is [`ProtoError::TaskState`].
+    pub fn advertise(&mut self) -> ProtoResult<()> {
+        if self.sent || self.response {
+            return Err(ProtoError::TaskState);
+        }
+        let mut next = *self;
+        for s in next.slots_mut().into_iter().flatten() {
+            if s.state != StagState::Registered {
+                return Err(ProtoError::TaskState);
+            }
+            s.state = StagState::Advertised;
+        }
+        next.sent = true;
+        *self = next;
+        Ok(())
+    }
+
+    /// The SCSI Response arrived, in a SendSE (`invalidated = None`) or a
+    /// SendInvSE naming `invalidated` (iSER §7.3.2). Returns the STags that
+    /// must now be invalidated locally before completion.
+    ///
+    /// Errors: a second response or a response before [`Self::advertise`]:
+    /// [`ProtoError::TaskState`]; SendInvSE without negotiated remote
+    /// invalidation: [`ProtoError::UnexpectedRemoteInvalidation`]; an STag
+    /// this task does not own: [`ProtoError::UnknownStag`]; one already
+    /// invalid or being invalidated: [`ProtoError::StagNotValid`].
+    pub fn on_response(&mut self, invalidated: Option<u32>) -> ProtoResult<StagList> {
+        if self.response || !self.sent {
+            return Err(ProtoError::TaskState);
+        }
+        let mut next = *self;
+        if let Some(x) = invalidated {
+            if !next.remote_invalidation {
+                return Err(ProtoError::UnexpectedRemoteInvalidation);
+            }
+            let slot = next.find_mut(x)?;
+            if slot.state != StagState::Advertised {
+                return Err(ProtoError::StagNotValid(x));
+            }
+            slot.state = StagState::RemoteInvalidated;
+        }
+        next.response = true;
+        *self = next;
+        Ok(self.stags_to_invalidate_locally())
+    }
+
+    /// STags still valid, which the initiator must invalidate itself: after
+    /// a SendInvSE the other STag of a bidirectional command, after a
+    /// SendSE (or without remote invalidation) all of them (iSER §7.3.2);
+    /// before a TASK REASSIGN or on teardown all remaining ones (iSER
+    /// §7.3.3, §5.2.3).
+    pub fn stags_to_invalidate_locally(&self) -> StagList {
+        let mut l = StagList::default();
+        for s in self.slots().into_iter().flatten() {
+            if s.state.is_valid() {
+                l.push(s.stag);
+            }
+        }
+        l
+    }
+
+    /// A local invalidation of `stag` was posted. Errors as in
+    /// [`Self::on_response`] ([`ProtoError::UnknownStag`],
+    /// [`ProtoError::StagNotValid`]).
+    pub fn local_invalidate_posted(&mut self, stag: u32) -> ProtoResult<()> {
+        let mut next = *self;
+        let slot = next.find_mut(stag)?;
+        if !slot.state.is_valid() {
+            return Err(ProtoError::StagNotValid(stag));
+        }
+        slot.state = StagState::LocalInvalidatePending;
+        *self = next;
+        Ok(())
+    }
+
+    /// The local invalidation of `stag` completed. Only valid after
+    /// [`Self::local_invalidate_posted`] ([`ProtoError::StagNotValid`]).
+    pub fn local_invalidate_completed(&mut self, stag: u32) -> ProtoResult<()> {
+        let mut next = *self;
+        let slot = next.find_mut(stag)?;
+        if slot.state != StagState::LocalInvalidatePending {
+            return Err(ProtoError::StagNotValid(stag));
+        }
+        slot.state = StagState::LocallyInvalidated;
+        *self = next;
+        Ok(())
+    }
+
+    /// TASK REASSIGN (iSER §7.3.3): the old STags must already be
+    /// invalidated (none valid or pending), the response must not have
+    /// arrived; the new STags start Registered and must be advertised with
+    /// the TMF Request ([`Self::advertise`]).
+    pub fn task_reassign(&mut self, read: Option<u32>, write: Option<u32>) -> ProtoResult<()> {
+        if self.response
+            || self
+                .slots()
+                .into_iter()
+                .flatten()
+                .any(|s| !s.state.is_invalidated())
+        {
+            return Err(ProtoError::TaskState);
+        }
+        let mut next = self.with_stags(read, write)?;
+        next.sent = false;
+        *self = next;
+        Ok(())
+    }
+
+    /// `true` iff the response has arrived and no STag is valid or being
+    /// invalidated: only then may the task be completed to the iSCSI layer
+    /// (iSER §7.3.2).
+    pub fn completable(&self) -> bool {
+        self.response && self.no_live_stags()
+    }
+
+    /// `true` if every STag is definitely invalid (safe to release the
+    /// buffers, e.g. on connection teardown, iSER §5.2.3).
+    pub fn no_live_stags(&self) -> bool {
+        self.slots()
+            .into_iter()
+            .flatten()
+            .all(|s| s.state.is_invalidated())
+    }
+
+    fn slots(&self) -> [Option<Stag>; 2] {
+        [self.read, self.write]
+    }
+
+    fn slots_mut(&mut self) -> [Option<&mut Stag>; 2] {
+        [self.read.as_mut(), self.write.as_mut()]
+    }
+
+    fn find_mut(&mut self, stag: u32) -> ProtoResult<&mut Stag> {
+        self.slots_mut()
+            .into_iter()
+            .flatten()
+            .find(|s| s.stag == stag)
+            .ok_or(ProtoError::UnknownStag(stag))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const R: u32 = 0x100;
+    const W: u32 = 0x200;
+
+    fn sent(r: Option<u32>, w: Option<u32>, rinv: bool) -> TaskStags {
+        let mut t = TaskStags::new(r, w, rinv).unwrap();
+        t.advertise().unwrap();
+        t
+    }
+
+    fn drain(t: &mut TaskStags) {
+        for s in t.stags_to_invalidate_locally().as_slice() {
+            t.local_invalidate_posted(*s).unwrap();
+            assert!(!t.completable());
+            t.local_invalidate_completed(*s).unwrap();
+        }
+    }
+
+    /// iSER §7.3.2: SendInvSE of the Read STag + explicit invalidation of
+    /// the Write STag for a bidirectional command.
+    #[test]
+    fn iser_7_3_2_bidi_sendinv_read_then_write_local() {
+        let mut t = sent(Some(R), Some(W), true);
+        let l = t.on_response(Some(R)).unwrap();
+        assert_eq!(l.as_slice(), &[W]);
+        assert!(!t.completable());
+        drain(&mut t);
+        assert!(t.completable());
+    }
+
+    /// iSER §7.3.2: a SendInvSE invalidating the only STag → completable at
+    /// once.
+    #[test]
+    fn iser_7_3_2_single_stag_remote() {
+        let mut t = sent(Some(R), None, true);
+        assert!(t.on_response(Some(R)).unwrap().is_empty());
+        assert!(t.completable());
+        let mut t = sent(None, Some(W), true);
+        assert!(t.on_response(Some(W)).unwrap().is_empty());
+        assert!(t.completable());
+    }
+
+    /// iSER §7.3.2 with local invalidation only (no SEND_W_INV): both.
+    #[test]
+    fn iser_7_3_2_no_remote_inv_both_local() {
+        let mut t = sent(Some(R), Some(W), false);
+        assert_eq!(t.on_response(None).unwrap().as_slice(), &[R, W]);
+        drain(&mut t);
+        assert!(t.completable());
+        let mut t = sent(Some(R), None, false);
+        assert_eq!(
+            t.on_response(Some(R)),
+            Err(ProtoError::UnexpectedRemoteInvalidation)
+        );
+    }
+
+    /// iSER §7.3.2: a plain SendSE leaves all STags to invalidate locally
+    /// even when remote invalidation was negotiated.
+    #[test]
+    fn iser_7_3_2_sendse_with_remote_inv_negotiated() {
+        let mut t = sent(Some(R), None, true);
+        assert_eq!(t.on_response(None).unwrap().as_slice(), &[R]);
+        assert!(!t.completable());
+        drain(&mut t);
+        assert!(t.completable());
+    }
+
+    /// No-data command: completable on response.
+    #[test]
+    fn iser_7_3_2_no_stags() {
+        let mut t = sent(None, None, true);
+        assert!(!t.completable());
+        assert!(t.on_response(None).unwrap().is_empty());
+        assert!(t.completable());
+    }
+
+    /// iSER §7.3.2 "MUST ensure that the correct STag is invalidated":
+    /// unknown / already invalid STags are protocol errors; state unchanged.
+    #[test]
+    fn iser_7_3_2_bad_invalidations() {
+        let mut t = sent(Some(R), Some(W), true);
+        let before = t;
+        assert_eq!(
+            t.on_response(Some(0x999)),
+            Err(ProtoError::UnknownStag(0x999))
+        );
+        assert_eq!(t, before);
+        t.local_invalidate_posted(W).unwrap();
+        assert_eq!(t.on_response(Some(W)), Err(ProtoError::StagNotValid(W)));
+        assert_eq!(
+            t.local_invalidate_posted(W),
+            Err(ProtoError::StagNotValid(W))
+        );
+        t.local_invalidate_completed(W).unwrap();
+        assert_eq!(
+            t.local_invalidate_completed(W),
+            Err(ProtoError::StagNotValid(W))
+        );
+        assert_eq!(
+            t.local_invalidate_completed(R),
+            Err(ProtoError::StagNotValid(R))
+        );
+        assert_eq!(
+            t.local_invalidate_posted(7),
+            Err(ProtoError::UnknownStag(7))
+        );
+        t.on_response(Some(R)).unwrap();
+        assert!(t.completable());
+        assert_eq!(t.on_response(None), Err(ProtoError::TaskState));
+        assert_eq!(
+            t.local_invalidate_posted(R),
+            Err(ProtoError::StagNotValid(R))
+        );
+    }
+
+    /// Order: response before advertise, or double advertise, are errors.
+    #[test]
+    fn iser_7_3_1_advertise_before_response() {
+        let mut t = TaskStags::new(Some(R), None, true).unwrap();
+        assert_eq!(t.on_response(None), Err(ProtoError::TaskState));
+        t.advertise().unwrap();
+        assert_eq!(t.advertise(), Err(ProtoError::TaskState));
+        assert_eq!(
+            TaskStags::new(Some(R), Some(R), true),
+            Err(ProtoError::DuplicateStag)
+        );
+    }
+
+    /// iSER §7.3.3 TASK REASSIGN: old STags invalidated first, new ones
+    /// registered and advertised again.
+    #[test]
+    fn iser_7_3_3_task_reassign() {
+        let mut t = sent(Some(R), Some(W), true);
+        assert_eq!(
+            t.task_reassign(Some(1), Some(2)),
+            Err(ProtoError::TaskState)
+        );
+        drain(&mut t);
+        assert!(!t.completable());
+        t.task_reassign(Some(0x101), None).unwrap();
+        assert_eq!(t.read().map(|s| s.state), Some(StagState::Registered));
+        assert_eq!(t.write(), None);
+        assert_eq!(t.on_response(None), Err(ProtoError::TaskState));
+        t.advertise().unwrap();
+        assert_eq!(t.on_response(Some(R)), Err(ProtoError::UnknownStag(R)));
+        assert!(t.on_response(Some(0x101)).unwrap().is_empty());
+        assert!(t.completable());
+        assert_eq!(t.task_reassign(None, None), Err(ProtoError::TaskState));
+    }
+
+    #[test]
+    fn task_is_small_and_copy() {
+        assert!(core::mem::size_of::<TaskStags>() <= 24);
+    }
+}

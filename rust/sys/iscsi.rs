@@ -1,0 +1,798 @@
+// SPDX-License-Identifier: GPL-2.0
+//! scsi_transport_iscsi + libiscsi: the transport table, the SCSI host
+//! template, and typed handles over libiscsi's session, connection and
+//! task objects.
+//!
+//! [`TransportOps`] is the Rust face of `struct iscsi_transport`.
+//! [`Registration`] fills the C table with trampolines for one
+//! implementation (plus libiscsi's generic helpers, used as ib_iser uses
+//! them) and unregisters on drop.
+//!
+//! Object model (all allocated by libiscsi):
+//! - `iscsi_endpoint.dd_data` holds one pointer: the driver's endpoint
+//!   object `T::Ep`, boxed and pinned, owned by the endpoint from
+//!   `ep_connect` to `ep_disconnect`.
+//! - `iscsi_conn.dd_data` holds one pointer to the bound `T::Ep` (set at
+//!   bind, cleared at stop), so task callbacks find their connection.
+//! - `iscsi_task.dd_data` is a zero-filled `T::TaskData`.
+
+use super::bindings as b;
+use core::pin::Pin;
+use core::ptr::NonNull;
+use kernel::c_str;
+use kernel::error::code::{EEXIST, EINVAL, ENOMEM, ENOSYS, ENOTCONN};
+use kernel::prelude::*;
+use kernel::str::CStr;
+use kernel::ThisModule;
+
+/// Transport capabilities (`CAP_*` of scsi_transport_iscsi.h) as declared
+/// to iscsid: the same as ib_iser's.
+pub(crate) const CAPS: u32 = b::CAP_RECOVERY_L0 | b::CAP_MULTI_R2T | b::CAP_TEXT_NEGO;
+
+/// Largest BHS libiscsi builds into a task's header buffer.
+pub(crate) const BHS_LEN: usize = 48;
+
+/// `enum iscsi_err` values the driver reports.
+pub(crate) use b::iscsi_err as IscsiErr;
+
+/// An iSCSI parameter as iscsid sets it (`enum iscsi_param`).
+pub(crate) type Param = b::iscsi_param;
+pub(crate) use b::{
+    iscsi_param_ISCSI_PARAM_CONN_ADDRESS as PARAM_CONN_ADDRESS,
+    iscsi_param_ISCSI_PARAM_CONN_PORT as PARAM_CONN_PORT,
+    iscsi_param_ISCSI_PARAM_DATADGST_EN as PARAM_DATADGST_EN,
+    iscsi_param_ISCSI_PARAM_HDRDGST_EN as PARAM_HDRDGST_EN,
+    iscsi_param_ISCSI_PARAM_IFMARKER_EN as PARAM_IFMARKER_EN,
+    iscsi_param_ISCSI_PARAM_MAX_RECV_DLENGTH as PARAM_MAX_RECV_DLENGTH,
+    iscsi_param_ISCSI_PARAM_OFMARKER_EN as PARAM_OFMARKER_EN,
+};
+
+/// The operations of the `iser` transport.
+///
+/// Callbacks run in process context (iscsid's netlink requests, libiscsi's
+/// xmit work, SCSI error handling) unless a method says otherwise.
+pub(crate) trait TransportOps: 'static {
+    /// The per-endpoint object (one RDMA connection).
+    type Ep: Sync + 'static;
+    /// Per-task transport data, living in zero-filled `task->dd_data`.
+    /// It must be valid when all-zero.
+    type TaskData: 'static;
+
+    /// Starts connecting to `dst`. Blocking or not, the result is polled
+    /// with [`TransportOps::ep_poll`].
+    fn ep_connect(dst: SockAddr) -> Result<Pin<KBox<Self::Ep>>>;
+    /// Waits up to `timeout_ms` for the connection: Ok(true) connected,
+    /// Ok(false) not yet, Err on failure.
+    fn ep_poll(ep: &Self::Ep, timeout_ms: u32) -> Result<bool>;
+    /// Tears the connection down; the endpoint is freed by dropping `ep`.
+    fn ep_disconnect(ep: Pin<KBox<Self::Ep>>);
+    /// Endpoint address parameters (`ISCSI_PARAM_CONN_ADDRESS/PORT`).
+    fn ep_dst_addr(ep: &Self::Ep) -> *mut b::sockaddr;
+    /// Limits for a new session on `ep`: (can_queue, sg_tablesize,
+    /// max_sectors, virt_boundary_mask, dma parent device).
+    fn session_limits(ep: &Self::Ep, cmds_max: u16) -> Result<HostLimits>;
+    /// Binds the iSCSI connection to the endpoint's RDMA connection.
+    fn bind(ep: &Self::Ep, conn: Conn, cmds_max: u16) -> Result;
+    /// Full feature phase begins (`start_conn`).
+    fn start(ep: &Self::Ep) -> Result;
+    /// Stops the RDMA side before libiscsi fails the tasks (`stop_conn`).
+    fn stop(ep: &Self::Ep);
+    /// Refuses a parameter iSER cannot honour; Ok lets libiscsi store it.
+    fn check_param(param: Param, value: &[u8]) -> Result;
+    /// Fills connection statistics.
+    fn stats(ep: &Self::Ep, stats: &mut b::iscsi_stats);
+    /// Prepares a task for (re)transmission (`init_task`).
+    fn init_task(ep: &Self::Ep, task: Task<'_, Self::TaskData>) -> Result;
+    /// Transmits a task (`xmit_task`).
+    fn xmit_task(ep: &Self::Ep, task: Task<'_, Self::TaskData>) -> Result;
+    /// Releases a task's transport resources (`cleanup_task`). Process or
+    /// softirq context, possibly under the session's back_lock.
+    fn cleanup_task(ep: Option<&Self::Ep>, task: Task<'_, Self::TaskData>);
+    /// The header buffer libiscsi builds the BHS into (`alloc_pdu`).
+    fn task_hdr(data: &mut Self::TaskData) -> *mut u8;
+}
+
+/// Limits a session's SCSI host takes from its first connection.
+pub(crate) struct HostLimits {
+    pub(crate) can_queue: u16,
+    pub(crate) sg_tablesize: u16,
+    pub(crate) max_sectors: u32,
+    pub(crate) virt_boundary_mask: u64,
+    pub(crate) dma_dev: *mut b::device,
+}
+
+/// A destination socket address from iscsid, valid for the callback.
+#[derive(Clone, Copy)]
+pub(crate) struct SockAddr(pub(crate) *mut b::sockaddr);
+
+/// An `iscsi_conn` handle.
+#[derive(Clone, Copy)]
+pub(crate) struct Conn(NonNull<b::iscsi_conn>);
+
+// SAFETY: libiscsi connections are shared between process and softirq
+// context by design; the methods below only call libiscsi's own entry points.
+unsafe impl Send for Conn {}
+// SAFETY: as above.
+unsafe impl Sync for Conn {}
+
+impl Conn {
+    /// Hands a received PDU (`hdr`: the 48-byte BHS followed by AHS,
+    /// `data`: the data segment) to libiscsi. Softirq context; takes the
+    /// session's back_lock. Returns the iSCSI error libiscsi reports.
+    pub(crate) fn complete_pdu(self, hdr: &mut [u8], data: &mut [u8]) -> Result<(), IscsiErr> {
+        if hdr.len() < BHS_LEN {
+            return Err(b::iscsi_err_ISCSI_ERR_PROTO);
+        }
+        // SAFETY: the connection is bound and live (the caller holds it
+        // through the endpoint, cleared before libiscsi frees it); `hdr`
+        // holds a full BHS and `data` the PDU's data segment.
+        let rc = unsafe {
+            b::iscsi_complete_pdu(
+                self.0.as_ptr(),
+                hdr.as_mut_ptr().cast(),
+                if data.is_empty() { core::ptr::null_mut() } else { data.as_mut_ptr().cast() },
+                data.len() as i32,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(rc as IscsiErr)
+        }
+    }
+
+    /// Reports a connection failure to libiscsi/iscsid (any context).
+    pub(crate) fn failure(self, err: IscsiErr) {
+        // SAFETY: as in `complete_pdu`.
+        unsafe { b::iscsi_conn_failure(self.0.as_ptr(), err) };
+    }
+
+    /// Kicks libiscsi's transmit work (after send queue space freed up).
+    pub(crate) fn queue_xmit(self) {
+        // SAFETY: as in `complete_pdu`.
+        unsafe { b::iscsi_conn_queue_xmit(self.0.as_ptr()) };
+    }
+
+    /// Whether the task is the connection's login task.
+    pub(crate) fn is_login_task<D>(self, task: &Task<'_, D>) -> bool {
+        // SAFETY: reading a pointer field of a live connection.
+        unsafe { (*self.0.as_ptr()).login_task == task.raw.as_ptr() }
+    }
+
+    /// Session parameters the data path needs.
+    pub(crate) fn session_params(self) -> SessionParams {
+        // SAFETY: a bound connection's session is live; plain field reads.
+        unsafe {
+            let s = &*(*self.0.as_ptr()).session;
+            SessionParams {
+                imm_data: s.imm_data_en != 0,
+                initial_r2t: s.initial_r2t_en != 0,
+                first_burst: s.first_burst,
+                max_xmit_dlength: (*self.0.as_ptr()).max_xmit_dlength,
+                max_recv_dlength: (*self.0.as_ptr()).max_recv_dlength,
+            }
+        }
+    }
+
+    /// The task with initiator task tag `itt` (raw, as on the wire), if
+    /// it is an active SCSI command task of this connection.
+    pub(crate) fn itt_to_ctask<D>(self, itt: u32) -> Option<Task<'static, D>> {
+        // SAFETY: libiscsi validates the ITT (age and index) itself.
+        let t = unsafe { b::iscsi_itt_to_ctask(self.0.as_ptr(), itt) };
+        NonNull::new(t).map(|raw| Task { raw, _p: core::marker::PhantomData })
+    }
+}
+
+/// The session parameters the data path uses.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SessionParams {
+    pub(crate) imm_data: bool,
+    pub(crate) initial_r2t: bool,
+    pub(crate) first_burst: u32,
+    pub(crate) max_xmit_dlength: u32,
+    pub(crate) max_recv_dlength: u32,
+}
+
+/// An `iscsi_task` handle with its transport data of type `D`.
+pub(crate) struct Task<'a, D> {
+    raw: NonNull<b::iscsi_task>,
+    _p: core::marker::PhantomData<&'a mut D>,
+}
+
+/// What a task carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TaskKind {
+    /// Login, NOP-Out, Text, TMF, Logout: a control PDU with optional data.
+    Mgmt,
+    /// A SCSI command.
+    Scsi,
+}
+
+/// Data direction of a SCSI command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dir {
+    None,
+    ToDevice,
+    FromDevice,
+}
+
+impl<D> Task<'_, D> {
+    pub(crate) fn kind(&self) -> TaskKind {
+        // SAFETY: live task (libiscsi holds it across the callback).
+        if unsafe { (*self.raw.as_ptr()).sc.is_null() } {
+            TaskKind::Mgmt
+        } else {
+            TaskKind::Scsi
+        }
+    }
+
+    pub(crate) fn data(&mut self) -> &mut D {
+        // SAFETY: `dd_data` points to a zero-filled area of
+        // size_of::<D>() (session setup) that is valid as `D` (trait
+        // contract); libiscsi gives the transport exclusive use of it.
+        unsafe { &mut *((*self.raw.as_ptr()).dd_data as *mut D) }
+    }
+
+    /// The BHS libiscsi built, as bytes.
+    pub(crate) fn hdr_len(&self) -> usize {
+        // SAFETY: plain field read of a live task.
+        unsafe { (*self.raw.as_ptr()).hdr_len as usize }
+    }
+
+    /// The management PDU payload (login/text keys, NOP data).
+    pub(crate) fn mgmt_data(&self) -> &[u8] {
+        // SAFETY: for mgmt tasks `data`/`data_count` describe libiscsi's
+        // payload buffer, valid while the task is being transmitted.
+        unsafe {
+            let t = &*self.raw.as_ptr();
+            if t.data.is_null() || t.data_count == 0 {
+                &[]
+            } else {
+                core::slice::from_raw_parts(t.data as *const u8, t.data_count as usize)
+            }
+        }
+    }
+
+    pub(crate) fn itt(&self) -> u32 {
+        // SAFETY: plain field read.
+        unsafe { (*self.raw.as_ptr()).hdr_itt }
+    }
+
+    pub(crate) fn conn(&self) -> Conn {
+        // SAFETY: a task always belongs to a live connection.
+        Conn(unsafe { NonNull::new_unchecked((*self.raw.as_ptr()).conn) })
+    }
+
+    /// SCSI command data: (direction, total length, sglist, nents).
+    pub(crate) fn scsi_data(&self) -> (Dir, u32, *mut b::scatterlist, u32) {
+        // SAFETY: only called for SCSI tasks, whose `sc` is live.
+        unsafe {
+            let sc = (*self.raw.as_ptr()).sc;
+            let dir = match (*sc).sc_data_direction {
+                b::dma_data_direction_DMA_TO_DEVICE => Dir::ToDevice,
+                b::dma_data_direction_DMA_FROM_DEVICE => Dir::FromDevice,
+                _ => Dir::None,
+            };
+            (dir, b::iser_rs_scsi_bufflen(sc), b::iser_rs_scsi_sglist(sc), b::iser_rs_scsi_sg_count(sc))
+        }
+    }
+
+    /// Immediate data bytes libiscsi put in the command PDU.
+    pub(crate) fn imm_count(&self) -> u32 {
+        // SAFETY: plain field read.
+        unsafe { (*self.raw.as_ptr()).imm_count }
+    }
+
+    /// Total unsolicited data (immediate + unsolicited Data-Out).
+    pub(crate) fn unsol_len(&self) -> u32 {
+        // SAFETY: plain field reads.
+        unsafe { (*self.raw.as_ptr()).imm_count + (*self.raw.as_ptr()).unsol_r2t.data_length }
+    }
+
+    /// Whether unsolicited Data-Out remains to be sent.
+    pub(crate) fn has_unsol_data(&self) -> bool {
+        // SAFETY: live task.
+        unsafe { b::iser_rs_task_has_unsol_data(self.raw.as_ptr()) }
+    }
+
+    /// Builds the next unsolicited Data-Out BHS into `hdr`; returns
+    /// (offset, length) of its payload in the command's data.
+    pub(crate) fn prep_unsol_data_out(&mut self, hdr: &mut [u8; BHS_LEN]) -> (u32, u32) {
+        // SAFETY: live task; `hdr` is a 48-byte buffer, the size of
+        // `struct iscsi_data`; libiscsi advances `unsol_r2t` itself.
+        unsafe {
+            let t = self.raw.as_ptr();
+            let r2t = core::ptr::addr_of_mut!((*t).unsol_r2t);
+            b::iscsi_prep_data_out_pdu(t, r2t, hdr.as_mut_ptr().cast());
+            let h = &*(hdr.as_ptr() as *const b::iscsi_data);
+            let len = u32::from_be_bytes([0, h.dlength[0], h.dlength[1], h.dlength[2]]);
+            (u32::from_be(h.offset), len)
+        }
+    }
+}
+
+/// A registered iSCSI transport; unregisters on drop.
+///
+/// Invariant: `table` and `sht` stay at fixed heap addresses for as long as
+/// the registration lives; `transport` is the template returned for them.
+pub(crate) struct Registration {
+    table: KBox<b::iscsi_transport>,
+    _sht: KBox<b::scsi_host_template>,
+}
+
+// SAFETY: the C tables are immutable after registration.
+unsafe impl Send for Registration {}
+// SAFETY: as above.
+unsafe impl Sync for Registration {}
+
+/// The registered tables the trampolines need (set once at module init,
+/// cleared at exit; the module cannot be unloaded while a session holds it).
+struct Globals {
+    table: *mut b::iscsi_transport,
+    sht: *const b::scsi_host_template,
+    template: *mut b::scsi_transport_template,
+}
+static mut GLOBAL_TABLES: Globals =
+    Globals { table: core::ptr::null_mut(), sht: core::ptr::null(), template: core::ptr::null_mut() };
+
+fn globals() -> &'static Globals {
+    // SAFETY: written once in `Registration::new` before the transport is
+    // visible to iscsid and cleared only after it is unregistered; every
+    // reader is a transport callback, which runs in between.
+    unsafe { &*core::ptr::addr_of!(GLOBAL_TABLES) }
+}
+
+fn err_ptr<T>(e: Error) -> *mut T {
+    e.to_errno() as isize as *mut T
+}
+
+/// # Safety
+/// `ep` must be an endpoint created by `ep_connect_tr::<T>`.
+unsafe fn ep_of<T: TransportOps>(ep: *mut b::iscsi_endpoint) -> &'static T::Ep {
+    // SAFETY: per the caller, `dd_data` holds the pointer stored at
+    // connect time, live until `ep_disconnect_tr`.
+    unsafe { &**((*ep).dd_data as *const *const T::Ep) }
+}
+
+/// # Safety
+/// `conn` must be a live libiscsi connection of this transport.
+unsafe fn conn_ep<T: TransportOps>(conn: *mut b::iscsi_conn) -> Option<&'static T::Ep> {
+    // SAFETY: `dd_data` holds a pointer slot written at bind and cleared
+    // at stop, while the endpoint is alive.
+    unsafe {
+        let slot = (*conn).dd_data as *const *const T::Ep;
+        if slot.is_null() || (*slot).is_null() {
+            None
+        } else {
+            Some(&**slot)
+        }
+    }
+}
+
+unsafe extern "C" fn ep_connect_tr<T: TransportOps>(
+    _shost: *mut b::Scsi_Host,
+    dst: *mut b::sockaddr,
+    _non_blocking: kernel::ffi::c_int,
+) -> *mut b::iscsi_endpoint {
+    // SAFETY: one pointer of endpoint data.
+    let ep = unsafe { b::iscsi_create_endpoint(core::mem::size_of::<*const T::Ep>() as i32) };
+    if ep.is_null() {
+        return err_ptr(ENOMEM);
+    }
+    match T::ep_connect(SockAddr(dst)) {
+        Ok(obj) => {
+            // SAFETY: the object stays pinned in its box; the raw pointer is
+            // turned back into the box in `ep_disconnect_tr`.
+            let raw = KBox::into_raw(unsafe { Pin::into_inner_unchecked(obj) });
+            // SAFETY: `dd_data` has room for one pointer (size above).
+            unsafe { *((*ep).dd_data as *mut *const T::Ep) = raw };
+            ep
+        }
+        Err(e) => {
+            // SAFETY: created above, not published anywhere.
+            unsafe { b::iscsi_destroy_endpoint(ep) };
+            err_ptr(e)
+        }
+    }
+}
+
+unsafe extern "C" fn ep_poll_tr<T: TransportOps>(ep: *mut b::iscsi_endpoint, timeout_ms: i32) -> i32 {
+    // SAFETY: iscsid passes an endpoint of ours.
+    let obj = unsafe { ep_of::<T>(ep) };
+    match T::ep_poll(obj, timeout_ms.max(0) as u32) {
+        Ok(true) => 1,
+        Ok(false) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+unsafe extern "C" fn ep_disconnect_tr<T: TransportOps>(ep: *mut b::iscsi_endpoint) {
+    // SAFETY: the pointer was made by `KBox::into_raw` in `ep_connect_tr`
+    // and is reclaimed exactly once, here.
+    let obj = unsafe { KBox::from_raw(*((*ep).dd_data as *const *mut T::Ep)) };
+    // SAFETY: the box was pinned when created.
+    T::ep_disconnect(unsafe { Pin::new_unchecked(obj) });
+    // SAFETY: the endpoint is ours and no longer referenced.
+    unsafe { b::iscsi_destroy_endpoint(ep) };
+}
+
+unsafe extern "C" fn get_ep_param_tr<T: TransportOps>(
+    ep: *mut b::iscsi_endpoint,
+    param: Param,
+    buf: *mut kernel::ffi::c_char,
+) -> i32 {
+    match param {
+        PARAM_CONN_ADDRESS | PARAM_CONN_PORT => {
+            // SAFETY: our endpoint; the address lives in its cm id.
+            let obj = unsafe { ep_of::<T>(ep) };
+            // SAFETY: `buf` is a PAGE_SIZE sysfs buffer.
+            unsafe { b::iscsi_conn_get_addr_param(T::ep_dst_addr(obj).cast(), param, buf) }
+        }
+        _ => ENOSYS.to_errno(),
+    }
+}
+
+unsafe extern "C" fn create_session_tr<T: TransportOps>(
+    ep: *mut b::iscsi_endpoint,
+    cmds_max: u16,
+    qdepth: u16,
+    initial_cmdsn: u32,
+) -> *mut b::iscsi_cls_session {
+    if ep.is_null() {
+        pr_err!("create_session: no endpoint (iscsid too old)\n");
+        return core::ptr::null_mut();
+    }
+    // SAFETY: our endpoint.
+    let obj = unsafe { ep_of::<T>(ep) };
+    let lim = match T::session_limits(obj, cmds_max) {
+        Ok(l) => l,
+        Err(_) => return core::ptr::null_mut(),
+    };
+    let g = globals();
+    // SAFETY: the template is registered and lives as long as the module.
+    unsafe {
+        let shost = b::iscsi_host_alloc(g.sht, 0, false);
+        if shost.is_null() {
+            return core::ptr::null_mut();
+        }
+        (*shost).transportt = g.template;
+        (*shost).cmd_per_lun = qdepth as _;
+        (*shost).max_lun = b::iser_rs_max_lun as _;
+        (*shost).max_id = 0;
+        (*shost).max_channel = 0;
+        (*shost).max_cmd_len = 16;
+        (*shost).can_queue = lim.can_queue as i32;
+        (*shost).sg_tablesize = lim.sg_tablesize;
+        (*shost).max_sectors = lim.max_sectors;
+        (*shost).virt_boundary_mask = lim.virt_boundary_mask as _;
+        if b::iscsi_host_add(shost, lim.dma_dev) != 0 {
+            b::iscsi_host_free(shost);
+            return core::ptr::null_mut();
+        }
+        let s = b::iscsi_session_setup(
+            g.table,
+            shost,
+            lim.can_queue,
+            0,
+            core::mem::size_of::<T::TaskData>() as i32,
+            initial_cmdsn,
+            0,
+        );
+        if s.is_null() {
+            b::iscsi_host_remove(shost, false);
+            b::iscsi_host_free(shost);
+        }
+        s
+    }
+}
+
+unsafe extern "C" fn destroy_session_tr(s: *mut b::iscsi_cls_session) {
+    // SAFETY: a session made by `create_session_tr`; the order is the one
+    // ib_iser uses (session, then its host).
+    unsafe {
+        let shost = b::iser_rs_cls_session_to_shost(s);
+        b::iscsi_session_teardown(s);
+        b::iscsi_host_remove(shost, false);
+        b::iscsi_host_free(shost);
+    }
+}
+
+unsafe extern "C" fn create_conn_tr(s: *mut b::iscsi_cls_session, cid: u32) -> *mut b::iscsi_cls_conn {
+    // SAFETY: a live session; one pointer slot of connection data.
+    unsafe { b::iscsi_conn_setup(s, core::mem::size_of::<*const ()>() as i32, cid) }
+}
+
+unsafe extern "C" fn bind_conn_tr<T: TransportOps>(
+    s: *mut b::iscsi_cls_session,
+    cls_conn: *mut b::iscsi_cls_conn,
+    eph: u64,
+    is_leading: i32,
+) -> i32 {
+    // SAFETY: live session and connection from iscsid's request.
+    unsafe {
+        let rc = b::iscsi_conn_bind(s, cls_conn, is_leading);
+        if rc != 0 {
+            return rc;
+        }
+        let ep = b::iscsi_lookup_endpoint(eph);
+        if ep.is_null() {
+            pr_err!("bind_conn: no endpoint for handle {}\n", eph);
+            return EINVAL.to_errno();
+        }
+        let obj = ep_of::<T>(ep);
+        let conn = (*cls_conn).dd_data as *mut b::iscsi_conn;
+        let cmds_max = (*(*conn).session).cmds_max as u16;
+        let rc = match T::bind(obj, Conn(NonNull::new_unchecked(conn)), cmds_max) {
+            Ok(()) => {
+                *((*conn).dd_data as *mut *const T::Ep) = obj;
+                0
+            }
+            Err(e) => e.to_errno(),
+        };
+        b::iscsi_put_endpoint(ep);
+        rc
+    }
+}
+
+unsafe extern "C" fn start_conn_tr<T: TransportOps>(cls_conn: *mut b::iscsi_cls_conn) -> i32 {
+    // SAFETY: live bound connection.
+    unsafe {
+        let conn = (*cls_conn).dd_data as *mut b::iscsi_conn;
+        if let Some(ep) = conn_ep::<T>(conn) {
+            if let Err(e) = T::start(ep) {
+                return e.to_errno();
+            }
+        }
+        b::iscsi_conn_start(cls_conn)
+    }
+}
+
+unsafe extern "C" fn stop_conn_tr<T: TransportOps>(cls_conn: *mut b::iscsi_cls_conn, flag: i32) {
+    // SAFETY: live connection. The RDMA side is stopped (QP flushed) before
+    // libiscsi fails the tasks, so no failed task's memory is still open to
+    // the target; then the connection forgets its endpoint.
+    unsafe {
+        let conn = (*cls_conn).dd_data as *mut b::iscsi_conn;
+        if let Some(ep) = conn_ep::<T>(conn) {
+            T::stop(ep);
+        }
+        b::iscsi_conn_stop(cls_conn, flag);
+        if !(*conn).dd_data.is_null() {
+            *((*conn).dd_data as *mut *const T::Ep) = core::ptr::null();
+        }
+    }
+}
+
+unsafe extern "C" fn set_param_tr<T: TransportOps>(
+    cls_conn: *mut b::iscsi_cls_conn,
+    param: Param,
+    buf: *mut kernel::ffi::c_char,
+    buflen: i32,
+) -> i32 {
+    // SAFETY: `buf` holds `buflen` bytes (a NUL-terminated value).
+    let value = unsafe { core::slice::from_raw_parts(buf as *const u8, buflen.max(0) as usize) };
+    let value = value.split(|&c| c == 0).next().unwrap_or(&[]);
+    if let Err(e) = T::check_param(param, value) {
+        return e.to_errno();
+    }
+    // SAFETY: forwarding iscsid's own arguments.
+    unsafe { b::iscsi_set_param(cls_conn, param, buf, buflen) }
+}
+
+unsafe extern "C" fn get_stats_tr<T: TransportOps>(cls_conn: *mut b::iscsi_cls_conn, stats: *mut b::iscsi_stats) {
+    // SAFETY: live connection; `stats` is a buffer sized for
+    // ISCSI_STATS_CUSTOM_MAX custom entries.
+    unsafe {
+        let conn = (*cls_conn).dd_data as *mut b::iscsi_conn;
+        let c = &*conn;
+        let s = &mut *stats;
+        s.txdata_octets = c.txdata_octets;
+        s.rxdata_octets = c.rxdata_octets;
+        s.scsicmd_pdus = c.scsicmd_pdus_cnt;
+        s.dataout_pdus = c.dataout_pdus_cnt;
+        s.scsirsp_pdus = c.scsirsp_pdus_cnt;
+        s.datain_pdus = c.datain_pdus_cnt;
+        s.r2t_pdus = c.r2t_pdus_cnt;
+        s.tmfcmd_pdus = c.tmfcmd_pdus_cnt;
+        s.tmfrsp_pdus = c.tmfrsp_pdus_cnt as u32;
+        if let Some(ep) = conn_ep::<T>(conn) {
+            T::stats(ep, s);
+        }
+    }
+}
+
+/// Fills custom statistic `i` of `stats` (name at most 63 bytes).
+pub(crate) fn set_custom_stat(stats: &mut b::iscsi_stats, i: usize, name: &str, value: u64) {
+    // SAFETY: `stats` comes from libiscsi's get_stats buffer, which holds
+    // ISCSI_STATS_CUSTOM_MAX entries after the fixed fields.
+    let custom = unsafe { stats.custom.as_mut_slice(b::ISCSI_STATS_CUSTOM_MAX as usize) };
+    if let Some(c) = custom.get_mut(i) {
+        let n = name.len().min(c.desc.len() - 1);
+        for (d, s) in c.desc.iter_mut().zip(name.as_bytes()[..n].iter()) {
+            *d = *s as _;
+        }
+        c.desc[n] = 0;
+        c.value = value;
+        stats.custom_length = stats.custom_length.max(i as u32 + 1);
+    }
+}
+
+unsafe extern "C" fn init_task_tr<T: TransportOps>(task: *mut b::iscsi_task) -> i32 {
+    // SAFETY: libiscsi passes a live task of a bound connection.
+    unsafe {
+        let Some(ep) = conn_ep::<T>((*task).conn) else { return ENOTCONN.to_errno() };
+        match T::init_task(ep, Task { raw: NonNull::new_unchecked(task), _p: core::marker::PhantomData }) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+}
+
+unsafe extern "C" fn xmit_task_tr<T: TransportOps>(task: *mut b::iscsi_task) -> i32 {
+    // SAFETY: as in `init_task_tr`.
+    unsafe {
+        let Some(ep) = conn_ep::<T>((*task).conn) else { return ENOTCONN.to_errno() };
+        match T::xmit_task(ep, Task { raw: NonNull::new_unchecked(task), _p: core::marker::PhantomData }) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+}
+
+unsafe extern "C" fn cleanup_task_tr<T: TransportOps>(task: *mut b::iscsi_task) {
+    // SAFETY: as in `init_task_tr`; the endpoint may already be unbound.
+    unsafe {
+        let ep = conn_ep::<T>((*task).conn);
+        T::cleanup_task(ep, Task { raw: NonNull::new_unchecked(task), _p: core::marker::PhantomData });
+    }
+}
+
+unsafe extern "C" fn alloc_pdu_tr<T: TransportOps>(task: *mut b::iscsi_task, _opcode: u8) -> i32 {
+    // SAFETY: live task; its header buffer lives in its own dd_data.
+    unsafe {
+        let mut t = Task::<T::TaskData> { raw: NonNull::new_unchecked(task), _p: core::marker::PhantomData };
+        let hdr = T::task_hdr(t.data());
+        (*task).hdr = hdr.cast();
+        (*task).hdr_max = BHS_LEN as u16;
+    }
+    0
+}
+
+unsafe extern "C" fn attr_is_visible_tr(param_type: i32, param: i32) -> b::umode_t {
+    // Same set as ib_iser: everything iscsid shows for a session of ours.
+    let visible = match param_type as u32 {
+        b::iscsi_param_type_ISCSI_HOST_PARAM => matches!(
+            param as u32,
+            b::iscsi_host_param_ISCSI_HOST_PARAM_NETDEV_NAME
+                | b::iscsi_host_param_ISCSI_HOST_PARAM_HWADDRESS
+                | b::iscsi_host_param_ISCSI_HOST_PARAM_INITIATOR_NAME
+        ),
+        b::iscsi_param_type_ISCSI_PARAM => matches!(
+            param as u32,
+            b::iscsi_param_ISCSI_PARAM_MAX_RECV_DLENGTH
+                | b::iscsi_param_ISCSI_PARAM_MAX_XMIT_DLENGTH
+                | b::iscsi_param_ISCSI_PARAM_HDRDGST_EN
+                | b::iscsi_param_ISCSI_PARAM_DATADGST_EN
+                | b::iscsi_param_ISCSI_PARAM_CONN_ADDRESS
+                | b::iscsi_param_ISCSI_PARAM_CONN_PORT
+                | b::iscsi_param_ISCSI_PARAM_EXP_STATSN
+                | b::iscsi_param_ISCSI_PARAM_PERSISTENT_ADDRESS
+                | b::iscsi_param_ISCSI_PARAM_PERSISTENT_PORT
+                | b::iscsi_param_ISCSI_PARAM_PING_TMO
+                | b::iscsi_param_ISCSI_PARAM_RECV_TMO
+                | b::iscsi_param_ISCSI_PARAM_INITIAL_R2T_EN
+                | b::iscsi_param_ISCSI_PARAM_MAX_R2T
+                | b::iscsi_param_ISCSI_PARAM_IMM_DATA_EN
+                | b::iscsi_param_ISCSI_PARAM_FIRST_BURST
+                | b::iscsi_param_ISCSI_PARAM_MAX_BURST
+                | b::iscsi_param_ISCSI_PARAM_PDU_INORDER_EN
+                | b::iscsi_param_ISCSI_PARAM_DATASEQ_INORDER_EN
+                | b::iscsi_param_ISCSI_PARAM_TARGET_NAME
+                | b::iscsi_param_ISCSI_PARAM_TPGT
+                | b::iscsi_param_ISCSI_PARAM_USERNAME
+                | b::iscsi_param_ISCSI_PARAM_PASSWORD
+                | b::iscsi_param_ISCSI_PARAM_USERNAME_IN
+                | b::iscsi_param_ISCSI_PARAM_PASSWORD_IN
+                | b::iscsi_param_ISCSI_PARAM_FAST_ABORT
+                | b::iscsi_param_ISCSI_PARAM_ABORT_TMO
+                | b::iscsi_param_ISCSI_PARAM_LU_RESET_TMO
+                | b::iscsi_param_ISCSI_PARAM_TGT_RESET_TMO
+                | b::iscsi_param_ISCSI_PARAM_IFACE_NAME
+                | b::iscsi_param_ISCSI_PARAM_INITIATOR_NAME
+                | b::iscsi_param_ISCSI_PARAM_DISCOVERY_SESS
+        ),
+        _ => false,
+    };
+    if visible {
+        0o444
+    } else {
+        0
+    }
+}
+
+impl Registration {
+    /// Registers transport `name` with operations `T`.
+    ///
+    /// Fails with `EEXIST` (and says so) when another module, such as the
+    /// C `ib_iser`, already registered a transport of that name.
+    pub(crate) fn new<T: TransportOps>(module: &'static ThisModule, name: &'static CStr) -> Result<Self> {
+        // SAFETY: `name` is a NUL-terminated string that lives forever.
+        if unsafe { b::iser_rs_transport_name_taken(name.as_char_ptr()) } {
+            pr_err!("iSCSI transport \"{}\" is already registered (is ib_iser loaded? rmmod ib_iser first)\n", name);
+            return Err(EEXIST);
+        }
+        let mut sht = KBox::new(b::scsi_host_template::default(), GFP_KERNEL)?;
+        sht.module = module.as_ptr().cast();
+        sht.name = c_str!("iSCSI Initiator over iSER (iser-rs)").as_char_ptr();
+        sht.proc_name = c_str!("iscsi_iser_rs").as_char_ptr();
+        sht.queuecommand = Some(b::iscsi_queuecommand);
+        sht.change_queue_depth = Some(b::scsi_change_queue_depth);
+        sht.sg_tablesize = 128;
+        sht.cmd_per_lun = 128;
+        sht.eh_timed_out = Some(b::iscsi_eh_cmd_timed_out);
+        sht.eh_abort_handler = Some(b::iscsi_eh_abort);
+        sht.eh_device_reset_handler = Some(b::iscsi_eh_device_reset);
+        sht.eh_target_reset_handler = Some(b::iscsi_eh_recover_target);
+        sht.target_alloc = Some(b::iscsi_target_alloc);
+        sht.this_id = -1;
+        sht.set_track_queue_depth(1);
+        sht.cmd_size = core::mem::size_of::<b::iscsi_cmd>() as u32;
+
+        let mut table = KBox::new(b::iscsi_transport::default(), GFP_KERNEL)?;
+        table.owner = module.as_ptr().cast();
+        table.name = name.as_char_ptr().cast_mut();
+        table.caps = CAPS;
+        table.create_session = Some(create_session_tr::<T>);
+        table.destroy_session = Some(destroy_session_tr);
+        table.create_conn = Some(create_conn_tr);
+        table.bind_conn = Some(bind_conn_tr::<T>);
+        table.unbind_conn = Some(b::iscsi_conn_unbind);
+        table.destroy_conn = Some(b::iscsi_conn_teardown);
+        table.attr_is_visible = Some(attr_is_visible_tr);
+        table.set_param = Some(set_param_tr::<T>);
+        table.get_conn_param = Some(b::iscsi_conn_get_param);
+        table.get_ep_param = Some(get_ep_param_tr::<T>);
+        table.get_session_param = Some(b::iscsi_session_get_param);
+        table.start_conn = Some(start_conn_tr::<T>);
+        table.stop_conn = Some(stop_conn_tr::<T>);
+        table.get_host_param = Some(b::iscsi_host_get_param);
+        table.set_host_param = Some(b::iscsi_host_set_param);
+        table.send_pdu = Some(b::iscsi_conn_send_pdu);
+        table.get_stats = Some(get_stats_tr::<T>);
+        table.init_task = Some(init_task_tr::<T>);
+        table.xmit_task = Some(xmit_task_tr::<T>);
+        table.cleanup_task = Some(cleanup_task_tr::<T>);
+        table.alloc_pdu = Some(alloc_pdu_tr::<T>);
+        table.session_recovery_timedout = Some(b::iscsi_session_recovery_timedout);
+        table.ep_connect = Some(ep_connect_tr::<T>);
+        table.ep_poll = Some(ep_poll_tr::<T>);
+        table.ep_disconnect = Some(ep_disconnect_tr::<T>);
+
+        // SAFETY: single writer at module init, before registration makes
+        // the transport reachable (see `globals`).
+        unsafe {
+            GLOBAL_TABLES.table = &mut *table;
+            GLOBAL_TABLES.sht = &*sht;
+        }
+        // SAFETY: `table` is a fully initialised transport table at a stable
+        // heap address that outlives the registration (freed only after
+        // `iscsi_unregister_transport` in `Drop`).
+        let template = unsafe { b::iscsi_register_transport(&mut *table) };
+        if template.is_null() {
+            pr_err!("iscsi_register_transport(\"{}\") failed\n", name);
+            return Err(EINVAL);
+        }
+        // SAFETY: as above; iscsid cannot create a session before the
+        // netlink round trip that follows registration.
+        unsafe { GLOBAL_TABLES.template = template };
+        Ok(Self { table, _sht: sht })
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        // SAFETY: the table was registered in `new` and not unregistered
+        // since; afterwards scsi_transport_iscsi holds no pointer to it.
+        unsafe { b::iscsi_unregister_transport(&mut *self.table) };
+    }
+}

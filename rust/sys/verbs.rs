@@ -1,0 +1,518 @@
+// SPDX-License-Identifier: GPL-2.0
+//! ib_core verbs: protection domain, shared-pool completion queue, memory
+//! regions for fast registration, DMA-mapped buffers, work requests and the
+//! `ib_cqe.done` completion trampoline.
+//!
+//! Ownership: [`Pd`], [`Cq`], [`Mr`] and [`DmaBuf`] free their C object on
+//! drop. A queue pair belongs to its `rdma_cm_id` ([`super::cm`]); this file
+//! only posts to it through [`QpRef`].
+//!
+//! The rule that makes posting sound: a work request names a [`Cqe`]
+//! embedded in a descriptor (`CqeOwner`) and, through SGEs, DMA memory;
+//! both must stay alive until the WR completes. The driver keeps every
+//! descriptor and buffer in its connection object, which drains the QP
+//! (`ib_drain_qp`) before it frees any of them.
+
+use super::bindings as b;
+use core::ptr::NonNull;
+use kernel::error::code::{EINVAL, EIO, ENOMEM};
+use kernel::prelude::*;
+
+/// Remote access a fast registration grants (`IB_ACCESS_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RemoteAccess {
+    /// The target RDMA-Writes into the buffer (SCSI Read, Data-In).
+    Write,
+    /// The target RDMA-Reads from the buffer (SCSI Write, solicited Data-Out).
+    Read,
+}
+
+impl RemoteAccess {
+    fn flags(self) -> i32 {
+        // Only what the direction needs: never both, never atomics.
+        (match self {
+            RemoteAccess::Write => b::ib_access_flags_IB_ACCESS_LOCAL_WRITE | b::ib_access_flags_IB_ACCESS_REMOTE_WRITE,
+            RemoteAccess::Read => b::ib_access_flags_IB_ACCESS_LOCAL_WRITE | b::ib_access_flags_IB_ACCESS_REMOTE_READ,
+        }) as i32
+    }
+}
+
+/// A borrowed `struct ib_device`, valid while the `rdma_cm_id` it came
+/// from is bound to it.
+#[derive(Clone, Copy)]
+pub(crate) struct Device(NonNull<b::ib_device>);
+
+impl Device {
+    /// # Safety
+    /// `dev` must be a live `ib_device` that outlives every use of the
+    /// returned handle and of the objects created from it.
+    pub(crate) unsafe fn from_raw(dev: *mut b::ib_device) -> Option<Self> {
+        NonNull::new(dev).map(Device)
+    }
+
+    pub(crate) fn as_ptr(self) -> *mut b::ib_device {
+        self.0.as_ptr()
+    }
+
+    /// Responder resources (IRD) the device offers per QP: how many RDMA
+    /// Reads (including the target's zero-length data-ack Reads) it serves
+    /// at once without software.
+    pub(crate) fn max_qp_rd_atom(self) -> u8 {
+        // SAFETY: the handle is live (type invariant).
+        let v = unsafe { b::iser_rs_device_max_qp_rd_atom(self.as_ptr()) };
+        v.clamp(1, 255) as u8
+    }
+
+    /// Whether the device registers SG lists with gaps (`IBK_SG_GAPS_REG`).
+    pub(crate) fn sg_gaps_reg(self) -> bool {
+        // SAFETY: the handle is live (type invariant).
+        unsafe { b::iser_rs_device_sg_gaps_reg(self.as_ptr()) }
+    }
+
+    /// The parent `struct device` (for `scsi_add_host`).
+    pub(crate) fn dma_parent(self) -> *mut b::device {
+        // SAFETY: the handle is live; reading a field of it.
+        unsafe { (*self.as_ptr()).dev.parent }
+    }
+}
+
+/// A protection domain. Never created with `IB_PD_UNSAFE_GLOBAL_RKEY`.
+pub(crate) struct Pd {
+    pd: NonNull<b::ib_pd>,
+    dev: Device,
+}
+
+// SAFETY: an ib_pd is used from any context; ib_core synchronises it.
+unsafe impl Send for Pd {}
+// SAFETY: as above; `&Pd` only reads immutable fields.
+unsafe impl Sync for Pd {}
+
+impl Pd {
+    pub(crate) fn new(dev: Device) -> Result<Self> {
+        // SAFETY: `dev` is live (its invariant).
+        let pd = unsafe { b::iser_rs_alloc_pd(dev.as_ptr()) };
+        if pd.is_null() || (pd as isize) < 0 && (pd as isize) > -4096 {
+            return Err(ENOMEM);
+        }
+        // SAFETY: checked non-null and not an ERR_PTR above.
+        Ok(Pd { pd: unsafe { NonNull::new_unchecked(pd) }, dev })
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut b::ib_pd {
+        self.pd.as_ptr()
+    }
+
+    pub(crate) fn device(&self) -> Device {
+        self.dev
+    }
+
+    /// The PD's local DMA lkey: local access only (it is no rkey).
+    pub(crate) fn local_dma_lkey(&self) -> u32 {
+        // SAFETY: the PD is live while `self` is.
+        unsafe { (*self.as_ptr()).local_dma_lkey }
+    }
+}
+
+impl Drop for Pd {
+    fn drop(&mut self) {
+        // SAFETY: the PD was allocated in `new`; its users (QP, MRs) are
+        // dropped before it by the owner's documented order.
+        unsafe { b::iser_rs_dealloc_pd(self.as_ptr()) };
+    }
+}
+
+/// A completion queue from the device's shared CQ pool, polled in softirq
+/// context (`IB_POLL_SOFTIRQ`): every `done` handler runs in softirq.
+pub(crate) struct Cq {
+    cq: NonNull<b::ib_cq>,
+    nr_cqe: u32,
+}
+
+// SAFETY: the pool CQ is shared by design; ib_core synchronises it.
+unsafe impl Send for Cq {}
+// SAFETY: as above.
+unsafe impl Sync for Cq {}
+
+impl Cq {
+    pub(crate) fn from_pool(dev: Device, nr_cqe: u32, comp_vector_hint: i32) -> Result<Self> {
+        // SAFETY: `dev` is live.
+        let cq = unsafe {
+            b::ib_cq_pool_get(dev.as_ptr(), nr_cqe, comp_vector_hint, b::ib_poll_context_IB_POLL_SOFTIRQ)
+        };
+        if cq.is_null() || (cq as isize) < 0 && (cq as isize) > -4096 {
+            return Err(ENOMEM);
+        }
+        // SAFETY: checked above.
+        Ok(Cq { cq: unsafe { NonNull::new_unchecked(cq) }, nr_cqe })
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut b::ib_cq {
+        self.cq.as_ptr()
+    }
+}
+
+impl Drop for Cq {
+    fn drop(&mut self) {
+        // SAFETY: got from the pool in `from_pool` with the same count; the
+        // QP using it is destroyed before (owner's order).
+        unsafe { b::ib_cq_pool_put(self.as_ptr(), self.nr_cqe) };
+    }
+}
+
+/// A memory region for fast registration (`IB_MR_TYPE_MEM_REG`).
+pub(crate) struct Mr {
+    mr: NonNull<b::ib_mr>,
+}
+
+// SAFETY: an ib_mr is plain device state; the driver serialises its use.
+unsafe impl Send for Mr {}
+// SAFETY: as above.
+unsafe impl Sync for Mr {}
+
+impl Mr {
+    pub(crate) fn new(pd: &Pd, max_pages: u32) -> Result<Self> {
+        // SAFETY: `pd` is live.
+        let mr = unsafe { b::ib_alloc_mr(pd.as_ptr(), b::ib_mr_type_IB_MR_TYPE_MEM_REG, max_pages) };
+        if mr.is_null() || (mr as isize) < 0 && (mr as isize) > -4096 {
+            return Err(ENOMEM);
+        }
+        // SAFETY: checked above.
+        Ok(Mr { mr: unsafe { NonNull::new_unchecked(mr) } })
+    }
+
+    pub(crate) fn rkey(&self) -> u32 {
+        // SAFETY: the MR is live while `self` is.
+        unsafe { (*self.mr.as_ptr()).rkey }
+    }
+
+    pub(crate) fn lkey(&self) -> u32 {
+        // SAFETY: as above.
+        unsafe { (*self.mr.as_ptr()).lkey }
+    }
+
+    pub(crate) fn iova(&self) -> u64 {
+        // SAFETY: as above.
+        unsafe { (*self.mr.as_ptr()).iova }
+    }
+
+    /// Gives the MR a fresh key (`ib_inc_rkey`): a STag the target saw
+    /// before can never name the next registration.
+    pub(crate) fn bump_key(&self) {
+        // SAFETY: the MR is live and not in a posted registration (the
+        // driver only calls this before posting one).
+        unsafe { b::iser_rs_mr_bump_key(self.mr.as_ptr()) };
+    }
+
+    /// Maps `nents` DMA-mapped SG entries into the MR's page list.
+    pub(crate) fn map_sg(&self, sg: &MappedSg) -> Result {
+        // SAFETY: `sg` is DMA-mapped for this MR's device (its invariant).
+        let n = unsafe {
+            b::ib_map_mr_sg(self.mr.as_ptr(), sg.sg, sg.count, core::ptr::null_mut(), b::PAGE_SIZE as u32)
+        };
+        if n != sg.count {
+            return Err(EINVAL);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new`; no WR names it (the owner drained
+        // the QP first).
+        unsafe { b::iser_rs_dereg_mr(self.mr.as_ptr()) };
+    }
+}
+
+/// A SCSI scatterlist DMA-mapped for one device.
+///
+/// Invariant: `sg` with `nents` entries stays valid (owned by the SCSI
+/// command) for as long as this value lives; unmapped on drop.
+pub(crate) struct MappedSg {
+    dev: Device,
+    sg: *mut b::scatterlist,
+    nents: i32,
+    count: i32,
+    to_device: bool,
+}
+
+// SAFETY: a mapping is plain data; the command owning the SG list outlives it.
+unsafe impl Send for MappedSg {}
+
+impl MappedSg {
+    /// # Safety
+    /// `sg`/`nents` must be a valid SG list that outlives the mapping.
+    pub(crate) unsafe fn map(dev: Device, sg: *mut b::scatterlist, nents: u32, to_device: bool) -> Result<Self> {
+        let dir = if to_device {
+            b::dma_data_direction_DMA_TO_DEVICE
+        } else {
+            b::dma_data_direction_DMA_FROM_DEVICE
+        } as i32;
+        // SAFETY: the caller guarantees the SG list; `dev` is live.
+        let count = unsafe { b::iser_rs_dma_map_sg(dev.as_ptr(), sg, nents as i32, dir) };
+        if count <= 0 {
+            return Err(EIO);
+        }
+        Ok(MappedSg { dev, sg, nents: nents as i32, count, to_device })
+    }
+}
+
+impl Drop for MappedSg {
+    fn drop(&mut self) {
+        let dir = if self.to_device {
+            b::dma_data_direction_DMA_TO_DEVICE
+        } else {
+            b::dma_data_direction_DMA_FROM_DEVICE
+        } as i32;
+        // SAFETY: mapped in `map` with the same arguments.
+        unsafe { b::iser_rs_dma_unmap_sg(self.dev.as_ptr(), self.sg, self.nents, dir) };
+    }
+}
+
+/// A kmalloc'ed buffer mapped for DMA in one direction.
+pub(crate) struct DmaBuf {
+    buf: KVec<u8>,
+    dma: u64,
+    dev: Device,
+    to_device: bool,
+}
+
+// SAFETY: plain memory plus a mapping handle.
+unsafe impl Send for DmaBuf {}
+// SAFETY: `&DmaBuf` gives read access only.
+unsafe impl Sync for DmaBuf {}
+
+impl DmaBuf {
+    pub(crate) fn new(dev: Device, len: usize, to_device: bool, flags: kernel::alloc::Flags) -> Result<Self> {
+        let mut buf = KVec::with_capacity(len, flags)?;
+        buf.extend_with(len, 0u8, flags)?;
+        // SAFETY: `buf` is a live kmalloc buffer of `len` bytes that stays
+        // put (never reallocated) until `drop` unmaps it.
+        let dma = unsafe {
+            b::iser_rs_dma_map_single(dev.as_ptr(), buf.as_mut_ptr().cast(), len, to_device as i32)
+        };
+        // SAFETY: `dma` was just returned by the mapping call for `dev`.
+        if unsafe { b::iser_rs_dma_mapping_error(dev.as_ptr(), dma) } != 0 {
+            return Err(ENOMEM);
+        }
+        Ok(DmaBuf { buf, dma, dev, to_device })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub(crate) fn dma(&self) -> u64 {
+        self.dma
+    }
+
+    /// CPU view after the device wrote (receive buffers).
+    pub(crate) fn for_cpu(&mut self, len: usize) -> &mut [u8] {
+        let len = len.min(self.buf.len());
+        // SAFETY: the range lies in the mapping made in `new`.
+        unsafe { b::iser_rs_dma_sync_for_cpu(self.dev.as_ptr(), self.dma, len, self.to_device as i32) };
+        &mut self.buf[..len]
+    }
+
+    /// Hands the first `len` bytes (written by the CPU) to the device.
+    pub(crate) fn for_device(&mut self, len: usize) {
+        let len = len.min(self.buf.len());
+        // SAFETY: the range lies in the mapping made in `new`.
+        unsafe { b::iser_rs_dma_sync_for_device(self.dev.as_ptr(), self.dma, len, self.to_device as i32) };
+    }
+
+    /// CPU write access before `for_device` (send buffers).
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.buf
+    }
+}
+
+impl Drop for DmaBuf {
+    fn drop(&mut self) {
+        // SAFETY: mapped in `new` with these arguments.
+        unsafe {
+            b::iser_rs_dma_unmap_single(self.dev.as_ptr(), self.dma, self.buf.len(), self.to_device as i32)
+        };
+    }
+}
+
+/// A work completion as seen by a `done` handler.
+pub(crate) struct Wc<'a>(&'a b::ib_wc);
+
+impl Wc<'_> {
+    pub(crate) fn ok(&self) -> bool {
+        self.0.status == b::ib_wc_status_IB_WC_SUCCESS
+    }
+
+    /// Flushed because the QP went to error (teardown), not a failure of
+    /// this WR itself.
+    pub(crate) fn flushed(&self) -> bool {
+        self.0.status == b::ib_wc_status_IB_WC_WR_FLUSH_ERR
+    }
+
+    pub(crate) fn status(&self) -> u32 {
+        self.0.status
+    }
+
+    pub(crate) fn byte_len(&self) -> u32 {
+        self.0.byte_len
+    }
+
+    /// The rkey the peer invalidated with Send with Invalidate, if any.
+    pub(crate) fn invalidated_rkey(&self) -> Option<u32> {
+        if self.0.wc_flags & (b::ib_wc_flags_IB_WC_WITH_INVALIDATE as i32) != 0 {
+            // SAFETY: with IB_WC_WITH_INVALIDATE the `ex` union holds the rkey.
+            Some(unsafe { self.0.ex.invalidate_rkey })
+        } else {
+            None
+        }
+    }
+}
+
+/// The `ib_cqe` a work request names. Embedded as the FIRST field of a
+/// `#[repr(C)]` descriptor that implements [`CqeOwner`].
+#[repr(transparent)]
+pub(crate) struct Cqe(b::ib_cqe);
+
+impl Cqe {
+    pub(crate) fn new<T: CqeOwner>() -> Self {
+        Cqe(b::ib_cqe { done: Some(cqe_done_trampoline::<T>) })
+    }
+
+    fn as_ptr(&self) -> *mut b::ib_cqe {
+        core::ptr::addr_of!(self.0).cast_mut()
+    }
+}
+
+/// A descriptor whose completions arrive through its embedded [`Cqe`].
+///
+/// # Safety
+/// The implementor is `#[repr(C)]` with a [`Cqe`] built by
+/// `Cqe::new::<Self>()` as its first field, so that a pointer to the Cqe is
+/// a pointer to the descriptor.
+pub(crate) unsafe trait CqeOwner: Sized {
+    /// Called in softirq context for every signaled (or failed) WR that
+    /// names this descriptor's Cqe.
+    fn done(&self, wc: &Wc<'_>);
+}
+
+unsafe extern "C" fn cqe_done_trampoline<T: CqeOwner>(_cq: *mut b::ib_cq, wc: *mut b::ib_wc) {
+    // SAFETY: ib_core passes a valid WC whose `wr_cqe` is the Cqe we posted;
+    // by the `CqeOwner` contract it is the first field of a live `T` (the
+    // owner keeps descriptors alive until the QP is drained).
+    unsafe {
+        let wc = &*wc;
+        let owner = &*(wc.__bindgen_anon_1.wr_cqe as *const T);
+        owner.done(&Wc(wc));
+    }
+}
+
+/// A local data segment.
+#[derive(Clone, Copy)]
+pub(crate) struct Sge {
+    pub(crate) addr: u64,
+    pub(crate) length: u32,
+    pub(crate) lkey: u32,
+}
+
+/// A registration to post ahead of a Send.
+pub(crate) struct RegReq<'a> {
+    pub(crate) mr: &'a Mr,
+    pub(crate) access: RemoteAccess,
+}
+
+/// A QP owned by an `rdma_cm_id`, for posting.
+#[derive(Clone, Copy)]
+pub(crate) struct QpRef(NonNull<b::ib_qp>);
+
+// SAFETY: ib_post_send/recv are safe to call concurrently from any context.
+unsafe impl Send for QpRef {}
+// SAFETY: as above.
+unsafe impl Sync for QpRef {}
+
+const MAX_SGE: usize = 2;
+
+impl QpRef {
+    /// # Safety
+    /// `qp` must stay live for every use of the handle.
+    pub(crate) unsafe fn from_raw(qp: *mut b::ib_qp) -> Option<Self> {
+        NonNull::new(qp).map(QpRef)
+    }
+
+    pub(crate) fn as_ptr(self) -> *mut b::ib_qp {
+        self.0.as_ptr()
+    }
+
+    /// Posts one receive of `buf` completing on `owner`'s Cqe.
+    pub(crate) fn post_recv(self, cqe: &Cqe, buf: &DmaBuf, lkey: u32) -> Result {
+        let mut sge = b::ib_sge { addr: buf.dma(), length: buf.len() as u32, lkey };
+        let mut wr = b::ib_recv_wr::default();
+        wr.__bindgen_anon_1.wr_cqe = cqe.as_ptr();
+        wr.sg_list = &mut sge;
+        wr.num_sge = 1;
+        // SAFETY: the WR and SGE live across the call (ib_post_recv copies
+        // them); the Cqe and buffer outlive the completion (module docs).
+        kernel::error::to_result(unsafe { b::iser_rs_post_recv(self.as_ptr(), &wr) })
+    }
+
+    /// Posts `regs` fast registrations (unsignaled) chained before one Send
+    /// of `sges`; `signaled` asks for a completion of the Send.
+    pub(crate) fn post_send(self, regs: &[RegReq<'_>], cqe: &Cqe, sges: &[Sge], signaled: bool) -> Result {
+        if sges.len() > MAX_SGE || regs.len() > 2 {
+            return Err(EINVAL);
+        }
+        let mut sg = [b::ib_sge::default(); MAX_SGE];
+        for (d, s) in sg.iter_mut().zip(sges) {
+            *d = b::ib_sge { addr: s.addr, length: s.length, lkey: s.lkey };
+        }
+        let mut send = b::ib_send_wr::default();
+        send.__bindgen_anon_1.wr_cqe = cqe.as_ptr();
+        send.sg_list = sg.as_mut_ptr();
+        send.num_sge = sges.len() as i32;
+        send.opcode = b::ib_wr_opcode_IB_WR_SEND;
+        send.send_flags = if signaled { b::ib_send_flags_IB_SEND_SIGNALED as i32 } else { 0 };
+        let mut reg = [b::ib_reg_wr::default(), b::ib_reg_wr::default()];
+        let mut next: *mut b::ib_send_wr = &mut send;
+        for (i, r) in regs.iter().enumerate().rev() {
+            let w = &mut reg[i];
+            w.wr.opcode = b::ib_wr_opcode_IB_WR_REG_MR;
+            // Unsignaled: an error still completes (to the Send's handler).
+            w.wr.__bindgen_anon_1.wr_cqe = cqe.as_ptr();
+            w.wr.next = next;
+            w.mr = r.mr.mr.as_ptr();
+            w.key = r.mr.rkey();
+            w.access = r.access.flags();
+            next = &mut w.wr;
+        }
+        // SAFETY: the chain lives across the call (the provider copies it);
+        // the Cqe, SGE memory and MRs outlive completion (module docs).
+        kernel::error::to_result(unsafe { b::iser_rs_post_send(self.as_ptr(), next) })
+    }
+
+    /// Posts local invalidation of `rkeys` (at most 2), the last signaled.
+    pub(crate) fn post_local_inv(self, cqe: &Cqe, rkeys: &[u32]) -> Result {
+        if rkeys.is_empty() || rkeys.len() > 2 {
+            return Err(EINVAL);
+        }
+        let mut wr = [b::ib_send_wr::default(), b::ib_send_wr::default()];
+        let n = rkeys.len();
+        for i in (0..n).rev() {
+            let next: *mut b::ib_send_wr = if i + 1 < n { &mut wr[i + 1] } else { core::ptr::null_mut() };
+            let w = &mut wr[i];
+            w.opcode = b::ib_wr_opcode_IB_WR_LOCAL_INV;
+            w.__bindgen_anon_1.wr_cqe = cqe.as_ptr();
+            w.ex.invalidate_rkey = rkeys[i];
+            w.send_flags = if i + 1 == n { b::ib_send_flags_IB_SEND_SIGNALED as i32 } else { 0 };
+            w.next = next;
+        }
+        // SAFETY: as in `post_send`.
+        kernel::error::to_result(unsafe { b::iser_rs_post_send(self.as_ptr(), &wr[0]) })
+    }
+
+    /// Flushes the QP: moves it to error and waits for every posted WR to
+    /// complete. Process context only (sleeps).
+    pub(crate) fn drain(self) {
+        // SAFETY: the QP is live; draining is allowed once.
+        unsafe { b::ib_drain_qp(self.as_ptr()) };
+    }
+}

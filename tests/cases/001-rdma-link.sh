@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The harness itself: soft-RoCE and soft-iWARP devices come up on the
+# guest's veth and carry RDMA CM traffic (rping, userspace verbs).
+. "$(dirname "$0")/../lib.sh"
+setup_rdma rxe
+rdma link show rxe0/1 | grep -q ACTIVE || die "rxe0 not ACTIVE"
+rping -s -a $TGT_IP4 -C 3 -v >/dev/null 2>&1 &
+srv=$!
+sleep 1
+rping -c -a $TGT_IP4 -C 3 -v -S 64 >/tmp/rping.out 2>&1 || { cat /tmp/rping.out; die "rping over rxe0"; }
+wait $srv || die "rping server"
+rdma link add siw0 type siw netdev veth0 || die "siw0"
+rdma link show siw0/1 | grep -q ACTIVE || die "siw0 not ACTIVE"
+rdma link delete siw0
+log "rxe0 and siw0 up, rping over rxe0 ok"
