@@ -11,6 +11,9 @@
 //! so no new session can start while the rest goes away.
 
 mod driver;
+#[path = "proto/src/core/mod.rs"]
+#[allow(dead_code, unused_imports, unreachable_pub, missing_docs)]
+mod proto;
 mod sys;
 
 use kernel::c_str;

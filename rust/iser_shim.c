@@ -8,6 +8,7 @@
 #include <linux/moduleparam.h>
 #include <linux/namei.h>
 #include <linux/path.h>
+#include <linux/sysfs.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 #include <scsi/scsi_cmnd.h>
@@ -28,6 +29,30 @@ MODULE_PARM_DESC(max_lun, "Maximum LUN to scan (default: 512)");
 int iser_rs_debug_level;
 module_param_named(debug_level, iser_rs_debug_level, int, 0644);
 MODULE_PARM_DESC(debug_level, "Enable debug tracing if > 0 (default: disabled)");
+
+/* Live connections, QPs and MRs: back to 0 after logout (leak check). */
+static atomic_t iser_rs_live[3];
+
+static int iser_rs_live_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%d\n", atomic_read((atomic_t *)kp->arg));
+}
+
+static const struct kernel_param_ops iser_rs_live_ops = {
+	.get = iser_rs_live_get,
+};
+module_param_cb(live_conns, &iser_rs_live_ops, &iser_rs_live[0], 0444);
+MODULE_PARM_DESC(live_conns, "Live iSER connections (read-only)");
+module_param_cb(live_qps, &iser_rs_live_ops, &iser_rs_live[1], 0444);
+MODULE_PARM_DESC(live_qps, "Live queue pairs (read-only)");
+module_param_cb(live_mrs, &iser_rs_live_ops, &iser_rs_live[2], 0444);
+MODULE_PARM_DESC(live_mrs, "Live fast-registration MRs (read-only)");
+
+void iser_rs_live_add(int which, int delta)
+{
+	if (which >= 0 && which < ARRAY_SIZE(iser_rs_live))
+		atomic_add(delta, &iser_rs_live[which]);
+}
 
 bool iser_rs_transport_name_taken(const char *name)
 {
@@ -161,4 +186,9 @@ bool iser_rs_device_sg_gaps_reg(struct ib_device *dev)
 struct Scsi_Host *iser_rs_cls_session_to_shost(struct iscsi_cls_session *s)
 {
 	return iscsi_session_to_shost(s);
+}
+
+struct device *iser_rs_device_dma_parent(struct ib_device *dev)
+{
+	return dev->dev.parent;
 }

@@ -29,6 +29,9 @@ struct iscsi_task;
 struct sockaddr;
 struct Scsi_Host;
 
+/* Module-wide live-object counters (read-only parameters live_*). */
+void iser_rs_live_add(int which, int delta);
+
 /* Forwards of static inline functions and macros (one line each). */
 int iser_rs_post_send(struct ib_qp *qp, const struct ib_send_wr *wr);
 int iser_rs_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr);
@@ -54,4 +57,5 @@ struct iscsi_cls_session;
 struct Scsi_Host *iser_rs_cls_session_to_shost(struct iscsi_cls_session *s);
 int iser_rs_device_max_qp_rd_atom(struct ib_device *dev);
 bool iser_rs_device_sg_gaps_reg(struct ib_device *dev);
+struct device *iser_rs_device_dma_parent(struct ib_device *dev);
 #endif

@@ -1,10 +1,100 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The `iser` iSCSI transport: what iscsid's requests do.
+//! The `iser` iSCSI transport: what iscsid's requests and libiscsi's
+//! callbacks do, expressed over [`IserConn`] and the task data path.
 
-use crate::sys::iscsi::TransportOps;
+use super::conn::{IserConn, CMDS_MAX};
+use super::task::{self, IserTask};
+use crate::proto;
+use crate::sys::iscsi::{self, Conn, HostLimits, Param, SockAddr, Task, TransportOps};
+use core::pin::Pin;
+use crate::sys::errno::{ENOTCONN, EPROTO};
+use kernel::prelude::*;
 
-/// The `iser` transport. Operations not overridden here are refused with
-/// `EOPNOTSUPP` by the trait defaults.
+/// The `iser` transport.
 pub(crate) struct IserTransport;
 
-impl TransportOps for IserTransport {}
+impl TransportOps for IserTransport {
+    type Ep = IserConn;
+    type TaskData = IserTask;
+
+    fn ep_connect(dst: SockAddr) -> Result<Pin<KBox<IserConn>>> {
+        IserConn::connect(dst)
+    }
+
+    fn ep_poll(ep: &IserConn, timeout_ms: u32) -> Result<bool> {
+        ep.poll(timeout_ms)
+    }
+
+    fn ep_disconnect(ep: Pin<KBox<IserConn>>) {
+        ep.shutdown();
+    }
+
+    fn ep_dst_addr(ep: &IserConn) -> *mut crate::sys::bindings::sockaddr {
+        ep.dst_addr()
+    }
+
+    fn session_limits(ep: &IserConn, cmds_max: u16) -> Result<HostLimits> {
+        let res = ep.resources().ok_or(ENOTCONN())?;
+        let sg = task::sg_tablesize();
+        Ok(HostLimits {
+            can_queue: cmds_max.min(CMDS_MAX as u16),
+            sg_tablesize: sg as u16,
+            max_sectors: iscsi::param_max_sectors().min(sg * 8),
+            // Without SG-gaps registration an FRWR maps whole pages only.
+            virt_boundary_mask: if res.dev.sg_gaps_reg() { 0 } else { 4095 },
+            dma_dev: res.dev.dma_parent(),
+        })
+    }
+
+    fn bind(ep: &IserConn, conn: Conn, _cmds_max: u16) -> Result {
+        ep.resources().ok_or(ENOTCONN())?;
+        ep.iscsi.set(conn);
+        Ok(())
+    }
+
+    fn start(ep: &IserConn) -> Result {
+        ep.set_full_feature();
+        Ok(())
+    }
+
+    fn stop(ep: &IserConn) {
+        ep.quiesce();
+    }
+
+    fn check_param(param: Param, value: &[u8]) -> Result {
+        match proto::login_keys::check_set_param(param, value) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                pr_err!("iser_rs: refused parameter {}: {:?} (iSER needs no digests, no markers)\n", param, e);
+                let _ = e;
+                Err(EPROTO())
+            }
+        }
+    }
+
+    fn stats(ep: &IserConn, stats: &mut crate::sys::bindings::iscsi_stats) {
+        for (i, (name, v)) in ep.counters.snapshot().iter().enumerate() {
+            iscsi::set_custom_stat(stats, i, name, *v);
+        }
+    }
+
+    fn init_task(ep: &IserConn, task: Task<'_, IserTask>) -> Result {
+        task::init(ep, task)
+    }
+
+    fn xmit_task(ep: &IserConn, task: Task<'_, IserTask>) -> Result {
+        task::xmit(ep, task)
+    }
+
+    fn cleanup_task(ep: Option<&IserConn>, task: Task<'_, IserTask>) {
+        task::cleanup(ep, task)
+    }
+
+    fn new_task(ep: &IserConn) -> IserTask {
+        IserTask::new(ep)
+    }
+
+    fn task_hdr(data: &mut IserTask) -> *mut u8 {
+        data.bhs_ptr()
+    }
+}

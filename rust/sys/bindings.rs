@@ -15,6 +15,8 @@
     unsafe_op_in_unsafe_fn,
     missing_docs,
     clippy::all,
+    unknown_lints,
+    unnecessary_transmutes,
     clippy::undocumented_unsafe_blocks
 )]
 

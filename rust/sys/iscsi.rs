@@ -20,7 +20,8 @@ use super::bindings as b;
 use core::pin::Pin;
 use core::ptr::NonNull;
 use kernel::c_str;
-use kernel::error::code::{EEXIST, EINVAL, ENOMEM, ENOSYS, ENOTCONN};
+use kernel::error::code::{EEXIST, EINVAL, ENOMEM};
+use super::errno::{ENOSYS, ENOTCONN};
 use kernel::prelude::*;
 use kernel::str::CStr;
 use kernel::ThisModule;
@@ -37,14 +38,9 @@ pub(crate) use b::iscsi_err as IscsiErr;
 
 /// An iSCSI parameter as iscsid sets it (`enum iscsi_param`).
 pub(crate) type Param = b::iscsi_param;
-pub(crate) use b::{
+use b::{
     iscsi_param_ISCSI_PARAM_CONN_ADDRESS as PARAM_CONN_ADDRESS,
     iscsi_param_ISCSI_PARAM_CONN_PORT as PARAM_CONN_PORT,
-    iscsi_param_ISCSI_PARAM_DATADGST_EN as PARAM_DATADGST_EN,
-    iscsi_param_ISCSI_PARAM_HDRDGST_EN as PARAM_HDRDGST_EN,
-    iscsi_param_ISCSI_PARAM_IFMARKER_EN as PARAM_IFMARKER_EN,
-    iscsi_param_ISCSI_PARAM_MAX_RECV_DLENGTH as PARAM_MAX_RECV_DLENGTH,
-    iscsi_param_ISCSI_PARAM_OFMARKER_EN as PARAM_OFMARKER_EN,
 };
 
 /// The operations of the `iser` transport.
@@ -54,8 +50,9 @@ pub(crate) use b::{
 pub(crate) trait TransportOps: 'static {
     /// The per-endpoint object (one RDMA connection).
     type Ep: Sync + 'static;
-    /// Per-task transport data, living in zero-filled `task->dd_data`.
-    /// It must be valid when all-zero.
+    /// Per-task transport data, kept in `task->dd_data`: written by
+    /// `alloc_pdu` at the start of each use of the task, dropped after
+    /// `cleanup_task`.
     type TaskData: 'static;
 
     /// Starts connecting to `dst`. Blocking or not, the result is polled
@@ -88,8 +85,33 @@ pub(crate) trait TransportOps: 'static {
     /// Releases a task's transport resources (`cleanup_task`). Process or
     /// softirq context, possibly under the session's back_lock.
     fn cleanup_task(ep: Option<&Self::Ep>, task: Task<'_, Self::TaskData>);
+    /// Fresh task data for a task of `ep`'s connection (`alloc_pdu`).
+    fn new_task(ep: &Self::Ep) -> Self::TaskData;
     /// The header buffer libiscsi builds the BHS into (`alloc_pdu`).
     fn task_hdr(data: &mut Self::TaskData) -> *mut u8;
+}
+
+/// `ISCSI_ERR_CONN_FAILED`: the connection is gone.
+pub(crate) const ERR_CONN_FAILED: IscsiErr = b::iscsi_err_ISCSI_ERR_CONN_FAILED;
+
+/// The `max_sectors` module parameter (C part, read-only after load).
+pub(crate) fn param_max_sectors() -> u32 {
+    // SAFETY: a 0444 module parameter: written only while loading.
+    unsafe { b::iser_rs_max_sectors }
+}
+
+/// Adds `delta` to module-wide live-object counter `which` (0: connections,
+/// 1: QPs, 2: MRs), shown as read-only module parameters.
+pub(crate) fn live_add(which: u32, delta: i64) {
+    // SAFETY: an atomic_add on a static array entry; `which` is checked
+    // on the C side.
+    unsafe { b::iser_rs_live_add(which as i32, delta as i32) };
+}
+
+/// Sleeps `ms` milliseconds (process context only).
+pub(crate) fn sleep_ms(ms: u32) {
+    // SAFETY: plain kernel call; callers are in process context.
+    unsafe { b::msleep(ms) };
 }
 
 /// Limits a session's SCSI host takes from its first connection.
@@ -119,18 +141,19 @@ impl Conn {
     /// Hands a received PDU (`hdr`: the 48-byte BHS followed by AHS,
     /// `data`: the data segment) to libiscsi. Softirq context; takes the
     /// session's back_lock. Returns the iSCSI error libiscsi reports.
-    pub(crate) fn complete_pdu(self, hdr: &mut [u8], data: &mut [u8]) -> Result<(), IscsiErr> {
+    pub(crate) fn complete_pdu(self, hdr: &[u8], data: &[u8]) -> Result<(), IscsiErr> {
         if hdr.len() < BHS_LEN {
             return Err(b::iscsi_err_ISCSI_ERR_PROTO);
         }
         // SAFETY: the connection is bound and live (the caller holds it
         // through the endpoint, cleared before libiscsi frees it); `hdr`
-        // holds a full BHS and `data` the PDU's data segment.
+        // holds a full BHS and `data` the PDU's data segment. libiscsi only
+        // reads both, whatever its prototype says.
         let rc = unsafe {
             b::iscsi_complete_pdu(
                 self.0.as_ptr(),
-                hdr.as_mut_ptr().cast(),
-                if data.is_empty() { core::ptr::null_mut() } else { data.as_mut_ptr().cast() },
+                hdr.as_ptr().cast_mut().cast(),
+                if data.is_empty() { core::ptr::null_mut() } else { data.as_ptr().cast_mut().cast() },
                 data.len() as i32,
             )
         };
@@ -159,21 +182,6 @@ impl Conn {
         unsafe { (*self.0.as_ptr()).login_task == task.raw.as_ptr() }
     }
 
-    /// Session parameters the data path needs.
-    pub(crate) fn session_params(self) -> SessionParams {
-        // SAFETY: a bound connection's session is live; plain field reads.
-        unsafe {
-            let s = &*(*self.0.as_ptr()).session;
-            SessionParams {
-                imm_data: s.imm_data_en != 0,
-                initial_r2t: s.initial_r2t_en != 0,
-                first_burst: s.first_burst,
-                max_xmit_dlength: (*self.0.as_ptr()).max_xmit_dlength,
-                max_recv_dlength: (*self.0.as_ptr()).max_recv_dlength,
-            }
-        }
-    }
-
     /// The task with initiator task tag `itt` (raw, as on the wire), if
     /// it is an active SCSI command task of this connection.
     pub(crate) fn itt_to_ctask<D>(self, itt: u32) -> Option<Task<'static, D>> {
@@ -183,14 +191,36 @@ impl Conn {
     }
 }
 
-/// The session parameters the data path uses.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct SessionParams {
-    pub(crate) imm_data: bool,
-    pub(crate) initial_r2t: bool,
-    pub(crate) first_burst: u32,
-    pub(crate) max_xmit_dlength: u32,
-    pub(crate) max_recv_dlength: u32,
+/// A connection slot published to completion handlers: set at bind,
+/// cleared at stop, read from any context.
+pub(crate) struct ConnSlot(core::sync::atomic::AtomicPtr<b::iscsi_conn>);
+
+impl ConnSlot {
+    pub(crate) const fn new() -> Self {
+        ConnSlot(core::sync::atomic::AtomicPtr::new(core::ptr::null_mut()))
+    }
+
+    pub(crate) fn set(&self, c: Conn) {
+        self.0.store(c.0.as_ptr(), core::sync::atomic::Ordering::Release);
+    }
+
+    pub(crate) fn clear(&self) {
+        self.0.store(core::ptr::null_mut(), core::sync::atomic::Ordering::Release);
+    }
+
+    /// The bound connection. libiscsi frees it only after `stop_conn` and
+    /// `ep_disconnect`, both of which quiesce every user of the slot first.
+    pub(crate) fn get(&self) -> Option<Conn> {
+        NonNull::new(self.0.load(core::sync::atomic::Ordering::Acquire)).map(Conn)
+    }
+}
+
+/// What `task->dd_data` holds: zero-filled by libiscsi, which reads as
+/// "not initialised" (`init == false`).
+#[repr(C)]
+struct TaskSlot<D> {
+    init: bool,
+    data: core::mem::MaybeUninit<D>,
 }
 
 /// An `iscsi_task` handle with its transport data of type `D`.
@@ -226,11 +256,52 @@ impl<D> Task<'_, D> {
         }
     }
 
-    pub(crate) fn data(&mut self) -> &mut D {
+    fn slot(&mut self) -> &mut TaskSlot<D> {
         // SAFETY: `dd_data` points to a zero-filled area of
-        // size_of::<D>() (session setup) that is valid as `D` (trait
-        // contract); libiscsi gives the transport exclusive use of it.
-        unsafe { &mut *((*self.raw.as_ptr()).dd_data as *mut D) }
+        // size_of::<TaskSlot<D>>() (session setup); a zero `init` is a valid
+        // `bool` and `data` is `MaybeUninit`.
+        unsafe { &mut *((*self.raw.as_ptr()).dd_data as *mut TaskSlot<D>) }
+    }
+
+    /// The task's transport data. Every task the driver sees in a
+    /// callback other than `alloc_pdu`/`cleanup_task` went through
+    /// `alloc_pdu`; a task that did not is answered with `None`.
+    pub(crate) fn data(&mut self) -> Option<&mut D> {
+        let slot = self.slot();
+        if slot.init {
+            // SAFETY: `init` is set only after `data` was written.
+            Some(unsafe { slot.data.assume_init_mut() })
+        } else {
+            None
+        }
+    }
+
+    fn init_data(&mut self, d: D) {
+        let slot = self.slot();
+        if slot.init {
+            // SAFETY: initialised data from the previous use.
+            unsafe { slot.data.assume_init_drop() };
+        }
+        slot.data.write(d);
+        slot.init = true;
+    }
+
+    fn drop_data(&mut self) {
+        let slot = self.slot();
+        if slot.init {
+            slot.init = false;
+            // SAFETY: it was initialised, and `init` is now false.
+            unsafe { slot.data.assume_init_drop() };
+        }
+    }
+
+    /// DMA-maps the SCSI command's data for `dev`.
+    pub(crate) fn map_sg(&self, dev: super::verbs::Device) -> Result<super::verbs::MappedSg> {
+        let (dir, _len, sg, nents) = self.scsi_data();
+        // SAFETY: the SG list belongs to the SCSI command, which stays
+        // alive until libiscsi frees the task, after `cleanup_task` (where
+        // the driver drops the mapping).
+        unsafe { super::verbs::MappedSg::map(dev, sg, nents, dir == Dir::ToDevice) }
     }
 
     /// The BHS libiscsi built, as bytes.
@@ -251,11 +322,6 @@ impl<D> Task<'_, D> {
                 core::slice::from_raw_parts(t.data as *const u8, t.data_count as usize)
             }
         }
-    }
-
-    pub(crate) fn itt(&self) -> u32 {
-        // SAFETY: plain field read.
-        unsafe { (*self.raw.as_ptr()).hdr_itt }
     }
 
     pub(crate) fn conn(&self) -> Conn {
@@ -428,7 +494,7 @@ unsafe extern "C" fn get_ep_param_tr<T: TransportOps>(
             // SAFETY: `buf` is a PAGE_SIZE sysfs buffer.
             unsafe { b::iscsi_conn_get_addr_param(T::ep_dst_addr(obj).cast(), param, buf) }
         }
-        _ => ENOSYS.to_errno(),
+        _ => ENOSYS().to_errno(),
     }
 }
 
@@ -474,7 +540,7 @@ unsafe extern "C" fn create_session_tr<T: TransportOps>(
             shost,
             lim.can_queue,
             0,
-            core::mem::size_of::<T::TaskData>() as i32,
+            core::mem::size_of::<TaskSlot<T::TaskData>>() as i32,
             initial_cmdsn,
             0,
         );
@@ -620,7 +686,7 @@ pub(crate) fn set_custom_stat(stats: &mut b::iscsi_stats, i: usize, name: &str, 
 unsafe extern "C" fn init_task_tr<T: TransportOps>(task: *mut b::iscsi_task) -> i32 {
     // SAFETY: libiscsi passes a live task of a bound connection.
     unsafe {
-        let Some(ep) = conn_ep::<T>((*task).conn) else { return ENOTCONN.to_errno() };
+        let Some(ep) = conn_ep::<T>((*task).conn) else { return ENOTCONN().to_errno() };
         match T::init_task(ep, Task { raw: NonNull::new_unchecked(task), _p: core::marker::PhantomData }) {
             Ok(()) => 0,
             Err(e) => e.to_errno(),
@@ -631,7 +697,7 @@ unsafe extern "C" fn init_task_tr<T: TransportOps>(task: *mut b::iscsi_task) -> 
 unsafe extern "C" fn xmit_task_tr<T: TransportOps>(task: *mut b::iscsi_task) -> i32 {
     // SAFETY: as in `init_task_tr`.
     unsafe {
-        let Some(ep) = conn_ep::<T>((*task).conn) else { return ENOTCONN.to_errno() };
+        let Some(ep) = conn_ep::<T>((*task).conn) else { return ENOTCONN().to_errno() };
         match T::xmit_task(ep, Task { raw: NonNull::new_unchecked(task), _p: core::marker::PhantomData }) {
             Ok(()) => 0,
             Err(e) => e.to_errno(),
@@ -643,15 +709,23 @@ unsafe extern "C" fn cleanup_task_tr<T: TransportOps>(task: *mut b::iscsi_task) 
     // SAFETY: as in `init_task_tr`; the endpoint may already be unbound.
     unsafe {
         let ep = conn_ep::<T>((*task).conn);
-        T::cleanup_task(ep, Task { raw: NonNull::new_unchecked(task), _p: core::marker::PhantomData });
+        let mut t = Task::<T::TaskData> { raw: NonNull::new_unchecked(task), _p: core::marker::PhantomData };
+        if t.data().is_some() {
+            T::cleanup_task(ep, Task { raw: t.raw, _p: core::marker::PhantomData });
+            t.drop_data();
+        }
     }
 }
 
 unsafe extern "C" fn alloc_pdu_tr<T: TransportOps>(task: *mut b::iscsi_task, _opcode: u8) -> i32 {
-    // SAFETY: live task; its header buffer lives in its own dd_data.
+    // SAFETY: live task of a live connection; its header buffer lives in
+    // its own dd_data, which stays put while the task exists.
     unsafe {
+        let Some(ep) = conn_ep::<T>((*task).conn) else { return ENOTCONN().to_errno() };
         let mut t = Task::<T::TaskData> { raw: NonNull::new_unchecked(task), _p: core::marker::PhantomData };
-        let hdr = T::task_hdr(t.data());
+        t.init_data(T::new_task(ep));
+        let Some(d) = t.data() else { return ENOTCONN().to_errno() };
+        let hdr = T::task_hdr(d);
         (*task).hdr = hdr.cast();
         (*task).hdr_max = BHS_LEN as u16;
     }

@@ -5,7 +5,29 @@
 //! invariants carry the C rules (lifetimes, contexts, ownership). C callback
 //! tables are traits here, bridged by `extern "C"` trampolines.
 //!
-//! - [`iscsi`]: scsi_transport_iscsi + libiscsi (transport registration).
+//! - [`iscsi`]: scsi_transport_iscsi + libiscsi (transport table, host, tasks).
+//! - [`verbs`]: ib_core PD, CQ, MR, DMA buffers, work requests, completions.
+//! - [`cm`]: rdma_cm ids, their event handler and QP.
+//! - [`once`]: `SetOnce`, lock-free publication of set-once state.
 
 pub(crate) mod bindings;
+pub(crate) mod cm;
 pub(crate) mod iscsi;
+pub(crate) mod once;
+pub(crate) mod verbs;
+
+/// Errno values the `kernel` crate of 6.12 does not name.
+pub(crate) mod errno {
+    use super::bindings as b;
+    use kernel::error::Error;
+
+    macro_rules! errnos {
+        ($($name:ident),*) => {$(
+            #[allow(non_snake_case)]
+            pub(crate) fn $name() -> Error {
+                Error::from_errno(-(b::$name as i32))
+            }
+        )*};
+    }
+    errnos!(ENOTCONN, ETIMEDOUT, ECONNREFUSED, EHOSTUNREACH, ENOBUFS, EPROTO, ENOSYS);
+}

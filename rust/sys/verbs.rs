@@ -25,6 +25,9 @@ pub(crate) enum RemoteAccess {
     Write,
     /// The target RDMA-Reads from the buffer (SCSI Write, solicited Data-Out).
     Read,
+    /// No remote access: the MR only gives local Sends an lkey (a write
+    /// whose data is all unsolicited).
+    LocalOnly,
 }
 
 impl RemoteAccess {
@@ -33,6 +36,7 @@ impl RemoteAccess {
         (match self {
             RemoteAccess::Write => b::ib_access_flags_IB_ACCESS_LOCAL_WRITE | b::ib_access_flags_IB_ACCESS_REMOTE_WRITE,
             RemoteAccess::Read => b::ib_access_flags_IB_ACCESS_LOCAL_WRITE | b::ib_access_flags_IB_ACCESS_REMOTE_READ,
+            RemoteAccess::LocalOnly => b::ib_access_flags_IB_ACCESS_LOCAL_WRITE,
         }) as i32
     }
 }
@@ -41,6 +45,11 @@ impl RemoteAccess {
 /// from is bound to it.
 #[derive(Clone, Copy)]
 pub(crate) struct Device(NonNull<b::ib_device>);
+
+// SAFETY: an ib_device is used from any context; ib_core synchronises it.
+unsafe impl Send for Device {}
+// SAFETY: as above.
+unsafe impl Sync for Device {}
 
 impl Device {
     /// # Safety
@@ -72,14 +81,13 @@ impl Device {
     /// The parent `struct device` (for `scsi_add_host`).
     pub(crate) fn dma_parent(self) -> *mut b::device {
         // SAFETY: the handle is live; reading a field of it.
-        unsafe { (*self.as_ptr()).dev.parent }
+        unsafe { b::iser_rs_device_dma_parent(self.as_ptr()) }
     }
 }
 
 /// A protection domain. Never created with `IB_PD_UNSAFE_GLOBAL_RKEY`.
 pub(crate) struct Pd {
     pd: NonNull<b::ib_pd>,
-    dev: Device,
 }
 
 // SAFETY: an ib_pd is used from any context; ib_core synchronises it.
@@ -95,15 +103,11 @@ impl Pd {
             return Err(ENOMEM);
         }
         // SAFETY: checked non-null and not an ERR_PTR above.
-        Ok(Pd { pd: unsafe { NonNull::new_unchecked(pd) }, dev })
+        Ok(Pd { pd: unsafe { NonNull::new_unchecked(pd) } })
     }
 
     pub(crate) fn as_ptr(&self) -> *mut b::ib_pd {
         self.pd.as_ptr()
-    }
-
-    pub(crate) fn device(&self) -> Device {
-        self.dev
     }
 
     /// The PD's local DMA lkey: local access only (it is no rkey).
@@ -207,7 +211,7 @@ impl Mr {
     pub(crate) fn map_sg(&self, sg: &MappedSg) -> Result {
         // SAFETY: `sg` is DMA-mapped for this MR's device (its invariant).
         let n = unsafe {
-            b::ib_map_mr_sg(self.mr.as_ptr(), sg.sg, sg.count, core::ptr::null_mut(), b::PAGE_SIZE as u32)
+            b::ib_map_mr_sg(self.mr.as_ptr(), sg.sg, sg.count, core::ptr::null_mut(), kernel::page::PAGE_SIZE as u32)
         };
         if n != sg.count {
             return Err(EINVAL);
@@ -306,25 +310,106 @@ impl DmaBuf {
         self.dma
     }
 
-    /// CPU view after the device wrote (receive buffers).
-    pub(crate) fn for_cpu(&mut self, len: usize) -> &mut [u8] {
+    /// CPU view of the first `len` bytes after the device wrote them
+    /// (receive buffers, once their receive completed).
+    pub(crate) fn for_cpu(&self, len: usize) -> &[u8] {
         let len = len.min(self.buf.len());
         // SAFETY: the range lies in the mapping made in `new`.
         unsafe { b::iser_rs_dma_sync_for_cpu(self.dev.as_ptr(), self.dma, len, self.to_device as i32) };
-        &mut self.buf[..len]
+        &self.buf[..len]
     }
 
-    /// Hands the first `len` bytes (written by the CPU) to the device.
-    pub(crate) fn for_device(&mut self, len: usize) {
-        let len = len.min(self.buf.len());
-        // SAFETY: the range lies in the mapping made in `new`.
-        unsafe { b::iser_rs_dma_sync_for_device(self.dev.as_ptr(), self.dma, len, self.to_device as i32) };
+}
+
+/// A DMA-mapped (to the device) buffer cut into `n` equal slots, each
+/// claimed exclusively before the CPU writes it: the send-side header
+/// buffers of a connection.
+pub(crate) struct DmaSlots {
+    buf: DmaBuf,
+    base: *mut u8,
+    slot_len: usize,
+    busy: KVec<core::sync::atomic::AtomicBool>,
+    hint: core::sync::atomic::AtomicU32,
+}
+
+// SAFETY: slot contents are only written through a `SlotToken`, which is
+// unique per slot (claimed by compare-exchange); everything else is atomic.
+unsafe impl Send for DmaSlots {}
+// SAFETY: as above.
+unsafe impl Sync for DmaSlots {}
+
+/// Exclusive right to write one slot of a [`DmaSlots`], from `claim` until
+/// it is released (directly, or after the Send that used it completed).
+pub(crate) struct SlotToken(u32);
+
+impl SlotToken {
+    pub(crate) fn index(&self) -> u32 {
+        self.0
+    }
+}
+
+impl DmaSlots {
+    pub(crate) fn new(dev: Device, n: u32, slot_len: usize) -> Result<Self> {
+        let mut buf = DmaBuf::new(dev, n as usize * slot_len, true, GFP_KERNEL)?;
+        let base = buf.buf.as_mut_ptr();
+        let mut busy = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+        for _ in 0..n {
+            busy.push(core::sync::atomic::AtomicBool::new(false), GFP_KERNEL)?;
+        }
+        Ok(DmaSlots { buf, base, slot_len, busy, hint: core::sync::atomic::AtomicU32::new(0) })
     }
 
-    /// CPU write access before `for_device` (send buffers).
-    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.buf
+    /// Claims a free slot (lock-free; any context).
+    pub(crate) fn claim(&self) -> Option<SlotToken> {
+        use core::sync::atomic::Ordering;
+        let n = self.busy.len();
+        let start = self.hint.load(Ordering::Relaxed) as usize;
+        for k in 0..n {
+            let i = (start + k) % n;
+            if self.busy[i].compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                self.hint.store(((i + 1) % n) as u32, Ordering::Relaxed);
+                return Some(SlotToken(i as u32));
+            }
+        }
+        None
     }
+
+    /// Releases a claimed slot that was not posted.
+    pub(crate) fn release(&self, t: SlotToken) {
+        self.release_index(t.0);
+    }
+
+    /// Releases slot `i` after the Send that used it completed (the token
+    /// was consumed by `posted`).
+    pub(crate) fn release_index(&self, i: u32) {
+        if let Some(b) = self.busy.get(i as usize) {
+            b.store(false, core::sync::atomic::Ordering::Release);
+        }
+    }
+
+    /// Gives up the token once a Send names the slot: only its completion
+    /// releases it now (`release_index`).
+    pub(crate) fn posted(&self, t: SlotToken) -> u32 {
+        t.0
+    }
+
+    /// Writes slot `t` with `f` and hands it to the device; returns its
+    /// SGE (`len` bytes from the slot start).
+    pub(crate) fn write(&self, t: &mut SlotToken, len: usize, lkey: u32, f: impl FnOnce(&mut [u8])) -> Sge {
+        let len = len.min(self.slot_len);
+        let off = t.0 as usize * self.slot_len;
+        // SAFETY: the token is the unique claim of this slot (see
+        // `claim`), the slot lies inside the buffer, and the buffer is not
+        // reallocated while `self` lives.
+        let slot = unsafe { core::slice::from_raw_parts_mut(self.base.add(off), self.slot_len) };
+        f(&mut slot[..len]);
+        // SAFETY: the range lies in the mapping made in `DmaBuf::new`.
+        unsafe {
+            b::iser_rs_dma_sync_for_device(self.buf.dev.as_ptr(), self.buf.dma + off as u64, len, 1)
+        };
+        Sge { addr: self.buf.dma + off as u64, length: len as u32, lkey }
+    }
+
 }
 
 impl Drop for DmaBuf {
@@ -369,18 +454,31 @@ impl Wc<'_> {
     }
 }
 
-/// The `ib_cqe` a work request names. Embedded as the FIRST field of a
-/// `#[repr(C)]` descriptor that implements [`CqeOwner`].
-#[repr(transparent)]
-pub(crate) struct Cqe(b::ib_cqe);
+/// The `ib_cqe` a work request names, with the context its handler gets.
+/// Embedded as the FIRST field of a `#[repr(C)]` descriptor that implements
+/// [`CqeOwner`].
+#[repr(C)]
+pub(crate) struct Cqe {
+    raw: b::ib_cqe,
+    ctx: *const core::ffi::c_void,
+}
+
+// SAFETY: the Cqe is only read by the completion trampoline; `ctx` points to
+// a `Sync` context (see `CqeOwner::Ctx`).
+unsafe impl Send for Cqe {}
+// SAFETY: as above.
+unsafe impl Sync for Cqe {}
 
 impl Cqe {
-    pub(crate) fn new<T: CqeOwner>() -> Self {
-        Cqe(b::ib_cqe { done: Some(cqe_done_trampoline::<T>) })
+    /// A Cqe whose completions call `T::done(ctx, ..)`. The context (the
+    /// connection) must outlive every WR naming this Cqe: the owner drains
+    /// the QP before freeing either (module docs).
+    pub(crate) fn new<T: CqeOwner>(ctx: *const T::Ctx) -> Self {
+        Cqe { raw: b::ib_cqe { done: Some(cqe_done_trampoline::<T>) }, ctx: ctx.cast() }
     }
 
     fn as_ptr(&self) -> *mut b::ib_cqe {
-        core::ptr::addr_of!(self.0).cast_mut()
+        core::ptr::addr_of!(self.raw).cast_mut()
     }
 }
 
@@ -388,22 +486,26 @@ impl Cqe {
 ///
 /// # Safety
 /// The implementor is `#[repr(C)]` with a [`Cqe`] built by
-/// `Cqe::new::<Self>()` as its first field, so that a pointer to the Cqe is
-/// a pointer to the descriptor.
+/// `Cqe::new::<Self>(..)` as its first field, so that a pointer to the Cqe
+/// is a pointer to the descriptor.
 pub(crate) unsafe trait CqeOwner: Sized {
+    /// What the handler works on (the connection).
+    type Ctx: Sync;
     /// Called in softirq context for every signaled (or failed) WR that
     /// names this descriptor's Cqe.
-    fn done(&self, wc: &Wc<'_>);
+    fn done(&self, ctx: &Self::Ctx, wc: &Wc<'_>);
 }
 
 unsafe extern "C" fn cqe_done_trampoline<T: CqeOwner>(_cq: *mut b::ib_cq, wc: *mut b::ib_wc) {
-    // SAFETY: ib_core passes a valid WC whose `wr_cqe` is the Cqe we posted;
-    // by the `CqeOwner` contract it is the first field of a live `T` (the
-    // owner keeps descriptors alive until the QP is drained).
+    // SAFETY: ib_core passes a valid WC whose `wr_cqe` is a Cqe we posted;
+    // by the `CqeOwner` contract it is the first field of a live `T`, and
+    // its context outlives the WR (the owner drains the QP before freeing).
     unsafe {
         let wc = &*wc;
-        let owner = &*(wc.__bindgen_anon_1.wr_cqe as *const T);
-        owner.done(&Wc(wc));
+        let cqe = wc.__bindgen_anon_1.wr_cqe as *const Cqe;
+        let owner = &*(cqe as *const T);
+        let ctx = &*((*cqe).ctx as *const T::Ctx);
+        owner.done(ctx, &Wc(wc));
     }
 }
 
@@ -443,7 +545,7 @@ impl QpRef {
         self.0.as_ptr()
     }
 
-    /// Posts one receive of `buf` completing on `owner`'s Cqe.
+    /// Posts one receive of `buf` completing on `cqe`.
     pub(crate) fn post_recv(self, cqe: &Cqe, buf: &DmaBuf, lkey: u32) -> Result {
         let mut sge = b::ib_sge { addr: buf.dma(), length: buf.len() as u32, lkey };
         let mut wr = b::ib_recv_wr::default();
@@ -455,10 +557,19 @@ impl QpRef {
         kernel::error::to_result(unsafe { b::iser_rs_post_recv(self.as_ptr(), &wr) })
     }
 
-    /// Posts `regs` fast registrations (unsignaled) chained before one Send
-    /// of `sges`; `signaled` asks for a completion of the Send.
-    pub(crate) fn post_send(self, regs: &[RegReq<'_>], cqe: &Cqe, sges: &[Sge], signaled: bool) -> Result {
-        if sges.len() > MAX_SGE || regs.len() > 2 {
+    /// Posts, in one chain: local invalidations of `invs` (MRs left valid
+    /// by an aborted command), `regs` fast registrations, then one Send of
+    /// `sges`. Only the Send may be signaled (`signaled`); a failing
+    /// earlier WR still completes, with an error, to `cqe`.
+    pub(crate) fn post_send(
+        self,
+        invs: &[u32],
+        regs: &[RegReq<'_>],
+        cqe: &Cqe,
+        sges: &[Sge],
+        signaled: bool,
+    ) -> Result {
+        if sges.len() > MAX_SGE || regs.len() > 2 || invs.len() > 2 {
             return Err(EINVAL);
         }
         let mut sg = [b::ib_sge::default(); MAX_SGE];
@@ -483,6 +594,15 @@ impl QpRef {
             w.key = r.mr.rkey();
             w.access = r.access.flags();
             next = &mut w.wr;
+        }
+        let mut inv = [b::ib_send_wr::default(), b::ib_send_wr::default()];
+        for (i, rkey) in invs.iter().enumerate().rev() {
+            let w = &mut inv[i];
+            w.opcode = b::ib_wr_opcode_IB_WR_LOCAL_INV;
+            w.__bindgen_anon_1.wr_cqe = cqe.as_ptr();
+            w.ex.invalidate_rkey = *rkey;
+            w.next = next;
+            next = w;
         }
         // SAFETY: the chain lives across the call (the provider copies it);
         // the Cqe, SGE memory and MRs outlive completion (module docs).

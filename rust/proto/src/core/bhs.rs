@@ -436,7 +436,7 @@ pub fn parse_received_send<'a>(msg: &'a [u8], ctx: &RxContext) -> ProtoResult<Ta
 ///    [`ProtoError::DataTypePdu`] (iSER §7.1: they never arrive as a Send);
 ///    during login only Login Responses, in full feature phase no Login
 ///    Response ([`ProtoError::UnexpectedOpcode`]);
-/// 3. DataSegmentLength ≤ `ctx.max_recv_dsl` (iSER §6.5,
+/// 3. DataSegmentLength <= `ctx.max_recv_dsl` (iSER §6.5,
 ///    RFC 7143 §13.12);
 /// 4. length: with `hdr = 48 + 4 * TotalAHSLength`, the received length
 ///    must lie in `hdr + DSL ..= hdr + pad4(DSL)`. Padding to 4 bytes
@@ -559,21 +559,20 @@ pub fn parse_target_pdu<'a>(pdu: &'a [u8], ctx: &RxContext) -> ProtoResult<Targe
         }
         OP_LOGIN_RSP => TargetHeader::LoginResponse(check_login_rsp(bhs, flags, itt)?),
         OP_TEXT_RSP => {
-            // RFC 7143 §11.11: F and C not both set (§11.11.2); a final
-            // response carries TTT 0xffffffff (§11.11.1, §11.11.4).
+            // RFC 7143 §11.11: F and C not both set (§11.11.2); the ITT
+            // names the Text Request. §11.11.1 also wants TTT 0xffffffff on
+            // a final response, but LIO ends a multi-PDU SendTargets with F=1
+            // and the TTT it handed out (`iscsit_build_text_rsp()`), and
+            // libiscsi/iscsid do not check it, so it is not enforced.
             require_task_itt(itt)?;
             let cont = flags & 0x40 != 0;
             if final_bit && cont {
                 return Err(ProtoError::InvalidFlags);
             }
-            let ttt = be32(bhs, 20)?;
-            if final_bit && ttt != RESERVED_TAG {
-                return Err(ProtoError::BadTag);
-            }
             TargetHeader::TextResponse(TextResponse {
                 final_bit,
                 cont,
-                ttt,
+                ttt: be32(bhs, 20)?,
                 lun,
             })
         }

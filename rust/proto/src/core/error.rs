@@ -322,3 +322,44 @@ impl ProtoError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `include/scsi/iscsi_if.h`: ISCSI_ERR_BASE = 1000, values in order.
+    #[test]
+    fn iscsi_if_h_values() {
+        assert_eq!(IscsiErr::DataSn.code(), 1001);
+        assert_eq!(IscsiErr::BadOpcode.code(), 1005);
+        assert_eq!(IscsiErr::DataLen.code(), 1006);
+        assert_eq!(IscsiErr::AhsLen.code(), 1007);
+        assert_eq!(IscsiErr::Proto.code(), 1008);
+        assert_eq!(IscsiErr::BadItt.code(), 1010);
+        assert_eq!(IscsiErr::ConnFailed.code(), 1011);
+        assert_eq!(IscsiErr::DataDgst.code(), 1015);
+        assert_eq!(IscsiErr::NopTimedOut.code(), 1022);
+    }
+
+    /// The C initiator's choices (iscsi_iser_recv, __iscsi_complete_pdu,
+    /// iser_task_rsp).
+    #[test]
+    fn mapping_follows_c_initiator() {
+        assert_eq!(
+            ProtoError::LengthMismatch {
+                declared: 48,
+                received: 60
+            }
+            .iscsi_err(),
+            IscsiErr::DataLen
+        );
+        assert_eq!(
+            ProtoError::UnknownOpcode(1).iscsi_err(),
+            IscsiErr::BadOpcode
+        );
+        assert_eq!(ProtoError::BadItt.iscsi_err(), IscsiErr::BadItt);
+        assert_eq!(ProtoError::UnknownStag(3).iscsi_err(), IscsiErr::ConnFailed);
+        assert_eq!(ProtoError::DataTypePdu(0x25).iscsi_err(), IscsiErr::Proto);
+        assert!(!ProtoError::TaskState.description().is_empty());
+    }
+}

@@ -248,8 +248,10 @@ impl Hello {
     }
 
     /// Decodes a Hello (iSER §9.3). `buf` is the whole Send payload: 4 to 28
-    /// bytes; everything but the first 4 bytes is reserved and must be zero,
-    /// as must the low nibble of byte 0. MinVer must not exceed MaxVer.
+    /// bytes (the RFC 5046 header is 12 bytes, as illumos sends it; Linux
+    /// sizes iSER headers at 28); everything but the first 4 bytes is
+    /// reserved and must be zero, as must the low nibble of byte 0. MinVer
+    /// must not exceed MaxVer.
     pub fn decode(buf: &[u8]) -> ProtoResult<Self> {
         let (flags, vers, val) = decode_hello_common(buf)?;
         if flags & ISER_OPCODE_MASK != ISER_HELLO {

@@ -161,19 +161,12 @@ impl<'a> TextWriter<'a> {
             .buf
             .get_mut(self.len..end)
             .ok_or(ProtoError::BufferTooSmall)?;
-        let (k, r) = dst
-            .split_at_mut_checked(key.len())
-            .ok_or(ProtoError::BufferTooSmall)?;
-        k.copy_from_slice(key);
-        let (eq, r) = r
-            .split_at_mut_checked(1)
-            .ok_or(ProtoError::BufferTooSmall)?;
-        eq.fill(b'=');
-        let (v, nul) = r
-            .split_at_mut_checked(value.len())
-            .ok_or(ProtoError::BufferTooSmall)?;
-        v.copy_from_slice(value);
-        nul.fill(0);
+        // `dst` has exactly `need` bytes; copying through zip leaves no
+        // length-mismatch panic path (unlike copy_from_slice).
+        let src = key.iter().chain(b"=").chain(value).chain(b"\0");
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = *s;
+        }
         self.len = end;
         Ok(())
     }

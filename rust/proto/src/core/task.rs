@@ -155,7 +155,7 @@ impl TaskStags {
     }
 
     /// The command (or TASK REASSIGN TMF) carrying the STags was sent:
-    /// Registered → Advertised (iSER §7.3.1 c, §7.3.3). Sending twice, or
+    /// Registered -> Advertised (iSER §7.3.1 c, §7.3.3). Sending twice, or
     /// after the response, is [`ProtoError::TaskState`].
     pub fn advertise(&mut self) -> ProtoResult<()> {
         if self.sent || self.response {
@@ -330,7 +330,7 @@ mod tests {
         assert!(t.completable());
     }
 
-    /// iSER §7.3.2: a SendInvSE invalidating the only STag → completable at
+    /// iSER §7.3.2: a SendInvSE invalidating the only STag -> completable at
     /// once.
     #[test]
     fn iser_7_3_2_single_stag_remote() {

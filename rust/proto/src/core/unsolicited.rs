@@ -143,7 +143,7 @@ mod tests {
             .collect()
     }
 
-    /// iSER §7.3.1 / §6.4: non-final PDUs exactly TRDSL, last one ≤ TRDSL.
+    /// iSER §7.3.1 / §6.4: non-final PDUs exactly TRDSL, last one <= TRDSL.
     #[test]
     fn iser_7_3_1_exact_segments() {
         let p = plan_unsolicited(100_000, true, false, 65536, 8192).unwrap();
@@ -161,7 +161,7 @@ mod tests {
         }
     }
 
-    /// RFC 7143 §13.14: unsolicited ≤ FirstBurstLength and ≤ transfer.
+    /// RFC 7143 §13.14: unsolicited <= FirstBurstLength and <= transfer.
     #[test]
     fn rfc7143_13_14_bounded_by_transfer() {
         let p = plan_unsolicited(10_000, true, false, 65536, 4096).unwrap();
@@ -173,8 +173,8 @@ mod tests {
         assert_eq!(segs(&p), [(4096, 4096, false), (8192, 1808, true)]);
     }
 
-    /// RFC 7143 §13.10/§13.11: InitialR2T=Yes → immediate only;
-    /// ImmediateData=No → Data-Out only; both off → all solicited.
+    /// RFC 7143 §13.10/§13.11: InitialR2T=Yes -> immediate only;
+    /// ImmediateData=No -> Data-Out only; both off -> all solicited.
     #[test]
     fn rfc7143_13_10_13_11_modes() {
         let p = plan_unsolicited(20_000, true, true, 65536, 8192).unwrap();

@@ -1,0 +1,456 @@
+// SPDX-License-Identifier: GPL-2.0
+//! One iSER connection (the iSCSI endpoint): RDMA CM state machine, the
+//! RDMA resources, login and full-feature receive buffers, the receive
+//! path, and teardown.
+//!
+//! Contexts and synchronisation (no spinlock is taken anywhere here):
+//! - CM events: process context, one at a time (rdma_cm's handler mutex).
+//!   The ROUTE_RESOLVED handler creates [`Resources`] and publishes them
+//!   once through [`SetOnce`]; everything else reads them lock-free.
+//! - Completion handlers: softirq (`IB_POLL_SOFTIRQ`), one CQ per
+//!   connection, so they never run concurrently with each other.
+//! - iscsid/libiscsi callbacks: process context.
+//! - The bound libiscsi connection is published in a [`ConnSlot`].
+//!
+//! Teardown order ([`IserConn::shutdown`], then drop): disconnect, drain the
+//! QP (every posted WR completes, so no handler can run afterwards), destroy
+//! the QP, destroy the CM id (waits for a running CM handler), then drop the
+//! resources: MRs, receive and send buffers, CQ, and last the PD.
+
+use super::counters::Counters;
+use super::task::{MrPool, TxPool};
+use crate::proto;
+use crate::sys::cm::{CmEvent, CmEventKind, CmHandler, CmId, CmIdRef};
+use crate::sys::iscsi::{Conn, ConnSlot, IscsiErr, SockAddr};
+use crate::sys::once::SetOnce;
+use crate::sys::verbs::{Cq, CqeOwner, Cqe, Device, DmaBuf, DmaSlots, Pd, QpRef, Wc};
+use core::pin::Pin;
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU8, Ordering};
+use kernel::error::code::{EIO};
+use crate::sys::errno::{ECONNREFUSED, EHOSTUNREACH, ENOTCONN, ETIMEDOUT};
+use kernel::prelude::*;
+
+/// Commands in flight per connection: the session's `can_queue` is
+/// clamped to this, and every budget below derives from it.
+pub(crate) const CMDS_MAX: u32 = 128;
+/// Management PDUs (NOP-Out, TMF, Text, Logout) that may be outstanding
+/// beside the commands (libiscsi's ISCSI_MGMT_CMDS_MAX is 15; +1 login).
+pub(crate) const MGMT_MAX: u32 = 16;
+/// Unsolicited Data-Out PDUs in flight: with FirstBurstLength 256 KiB and
+/// TargetRecvDataSegmentLength 8 KiB (the defaults) a write needs 32, so
+/// 4096 covers every command of a full queue doing so.
+pub(crate) const DATAOUT_MAX: u32 = CMDS_MAX * 32;
+/// Send queue: per command a Send plus at most 2 registrations and 2 local
+/// invalidations (bidirectional), the Data-Out pool, the management PDUs.
+pub(crate) const MAX_SEND_WR: u32 = CMDS_MAX * 5 + DATAOUT_MAX + MGMT_MAX;
+/// Receive queue: one buffer per command response, per unsolicited target
+/// PDU we allow in flight (NOP-In, Async, Reject: MGMT_MAX), plus the login
+/// buffer.
+pub(crate) const RX_RING: u32 = CMDS_MAX + MGMT_MAX;
+pub(crate) const MAX_RECV_WR: u32 = RX_RING + 1;
+/// Data segment a receive buffer holds: the login limit (iSER §6: 8192
+/// during login) and what iser-rs declares for full feature phase.
+pub(crate) const RX_DATA_LEN: usize = proto::bhs::LOGIN_MAX_RECV_DSL as usize;
+/// iSER header + BHS + the largest AHS we accept (none is defined for a
+/// target PDU iSER uses; 4 words of slack) + data.
+pub(crate) const RX_BUF_LEN: usize = proto::bhs::ISER_HEADERS_LEN + 16 + RX_DATA_LEN;
+/// Address and route resolution timeouts (ms), as ib_iser.
+const RESOLVE_TIMEOUT_MS: u32 = 1000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum State {
+    Connecting = 0,
+    Up = 1,
+    Failed = 2,
+    Down = 3,
+}
+
+/// The RDMA resources of an established (or establishing) connection.
+pub(crate) struct Resources {
+    pub(crate) qp: QpRef,
+    pub(crate) lkey: u32,
+    pub(crate) dev: Device,
+    pub(crate) mrs: MrPool,
+    pub(crate) tx: TxPool,
+    login_rx: KBox<RxDesc>,
+    pub(crate) login_tx: DmaSlots,
+    rx: KVec<KBox<RxDesc>>,
+    _cq: Cq,
+    _pd: Pd,
+}
+
+/// A receive descriptor: one posted receive buffer.
+#[repr(C)]
+pub(crate) struct RxDesc {
+    cqe: Cqe,
+    buf: DmaBuf,
+    login: bool,
+    index: u16,
+}
+
+// SAFETY: `RxDesc` is `#[repr(C)]` with the Cqe (built by
+// `Cqe::new::<RxDesc>`) as its first field.
+unsafe impl CqeOwner for RxDesc {
+    type Ctx = IserConn;
+    fn done(&self, conn: &IserConn, wc: &Wc<'_>) {
+        conn.rx_done(self, wc);
+    }
+}
+
+/// One iSER connection; the `Ep` of the `iser` transport.
+pub(crate) struct IserConn {
+    state: AtomicU8,
+    error: AtomicI32,
+    cm: SetOnce<CmId>,
+    res: SetOnce<Resources>,
+    pub(crate) iscsi: ConnSlot,
+    /// Target invalidates our STags with Send with Invalidate.
+    pub(crate) remote_inv: AtomicBool,
+    /// Full feature phase: receives are parsed with the negotiated limits.
+    ffp: AtomicBool,
+    ring_posted: AtomicBool,
+    drained: AtomicBool,
+    /// A PDU waits for send resources; kick libiscsi when some free up.
+    pub(crate) tx_waiting: AtomicBool,
+    /// The send slot whose Send uses the login buffer (u32::MAX: none).
+    login_tx_user: AtomicU32,
+    pub(crate) counters: Counters,
+}
+
+impl IserConn {
+    /// Allocates the connection and starts address resolution of `dst`.
+    pub(crate) fn connect(dst: SockAddr) -> Result<Pin<KBox<IserConn>>> {
+        let conn = KBox::pin(
+            IserConn {
+                state: AtomicU8::new(State::Connecting as u8),
+                error: AtomicI32::new(0),
+                cm: SetOnce::new(),
+                res: SetOnce::new(),
+                iscsi: ConnSlot::new(),
+                remote_inv: AtomicBool::new(false),
+                ffp: AtomicBool::new(false),
+                ring_posted: AtomicBool::new(false),
+                drained: AtomicBool::new(false),
+                tx_waiting: AtomicBool::new(false),
+                login_tx_user: AtomicU32::new(u32::MAX),
+                counters: Counters::new(),
+            },
+            GFP_KERNEL,
+        )?;
+        // SAFETY: the connection is pinned in its box and outlives the id:
+        // `shutdown` destroys the id before the box is dropped.
+        let id = unsafe { CmId::new::<IserConn>(&*conn) }?;
+        // SAFETY: `dst` is iscsid's socket address, valid for this call.
+        unsafe { id.resolve_addr(dst.0, RESOLVE_TIMEOUT_MS) }?;
+        conn.cm.set(id)?;
+        super::counters::live_conn(1);
+        Ok(conn)
+    }
+
+    fn state(&self) -> State {
+        match self.state.load(Ordering::Acquire) {
+            0 => State::Connecting,
+            1 => State::Up,
+            2 => State::Failed,
+            _ => State::Down,
+        }
+    }
+
+    fn fail(&self, err: Error) {
+        self.error.store(err.to_errno(), Ordering::Relaxed);
+        self.state.store(State::Failed as u8, Ordering::Release);
+    }
+
+    pub(crate) fn resources(&self) -> Option<&Resources> {
+        self.res.get()
+    }
+
+    /// `ep_poll`: waits up to `timeout_ms` (in 1 ms steps) for the outcome.
+    pub(crate) fn poll(&self, timeout_ms: u32) -> Result<bool> {
+        let mut waited = 0;
+        loop {
+            match self.state() {
+                State::Up => return Ok(true),
+                State::Failed => return Err(Error::from_errno(self.error.load(Ordering::Relaxed))),
+                State::Down => return Err(ENOTCONN()),
+                State::Connecting => {}
+            }
+            if waited >= timeout_ms {
+                return Ok(false);
+            }
+            crate::sys::iscsi::sleep_ms(1);
+            waited += 1;
+        }
+    }
+
+    /// Reports a connection error to libiscsi (which tells iscsid).
+    pub(crate) fn conn_error(&self, err: IscsiErr) {
+        if let Some(c) = self.iscsi.get() {
+            c.failure(err);
+        }
+    }
+
+    pub(crate) fn proto_error(&self, e: proto::ProtoError) {
+        self.counters.proto_error();
+        pr_warn!("iser_rs: protocol error from target: {:?}\n", e);
+        self.conn_error(e.iscsi_err().code() as IscsiErr);
+    }
+
+    /// ROUTE_RESOLVED: PD, CQ, QP, MRs and buffers; then connect.
+    fn setup(&self, id: CmIdRef) -> Result {
+        let dev = id.device().ok_or(ENOTCONN())?;
+        let pd = Pd::new(dev)?;
+        let cq = Cq::from_pool(dev, MAX_SEND_WR + MAX_RECV_WR, -1)?;
+        let qp = id.create_qp(&pd, &cq, MAX_SEND_WR, MAX_RECV_WR)?;
+        let ctx: *const IserConn = self;
+        let mrs = MrPool::new(&pd, ctx, 2 * CMDS_MAX, super::task::max_pages())?;
+        let tx = TxPool::new(dev, ctx, DATAOUT_MAX)?;
+        let login_rx = KBox::new(
+            RxDesc {
+                cqe: Cqe::new::<RxDesc>(ctx),
+                buf: DmaBuf::new(dev, RX_BUF_LEN, false, GFP_KERNEL)?,
+                login: true,
+                index: u16::MAX,
+            },
+            GFP_KERNEL,
+        )?;
+        let login_tx = DmaSlots::new(dev, 1, proto::bhs::ISER_HEADERS_LEN + RX_DATA_LEN)?;
+        let mut rx = KVec::with_capacity(RX_RING as usize, GFP_KERNEL)?;
+        for index in 0..RX_RING as u16 {
+            rx.push(
+                KBox::new(
+                    RxDesc {
+                        cqe: Cqe::new::<RxDesc>(ctx),
+                        buf: DmaBuf::new(dev, RX_BUF_LEN, false, GFP_KERNEL)?,
+                        login: false,
+                        index,
+                    },
+                    GFP_KERNEL,
+                )?,
+                GFP_KERNEL,
+            )?;
+        }
+        let lkey = pd.local_dma_lkey();
+        self.res.set(Resources { qp, lkey, dev, mrs, tx, login_rx, login_tx, rx, _cq: cq, _pd: pd })?;
+        super::counters::live_qp(1);
+        // Ask for Send with Invalidate: the target then invalidates our
+        // STags with its response, saving a local invalidation per command.
+        let hdr = proto::cm_private::initiator_request(true);
+        id.connect(&hdr, dev.max_qp_rd_atom())
+    }
+
+    /// Posts the login receive buffer (before each login request).
+    pub(crate) fn post_login_rx(&self) -> Result {
+        let res = self.res.get().ok_or(ENOTCONN())?;
+        res.qp.post_recv(&res.login_rx.cqe, &res.login_rx.buf, res.lkey)
+    }
+
+    /// Posts the full-feature receive ring (once, with the final login
+    /// request, so that nothing the target sends after the login response
+    /// finds the queue empty).
+    pub(crate) fn post_rx_ring(&self) -> Result {
+        if self.ring_posted.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let res = self.res.get().ok_or(ENOTCONN())?;
+        for d in res.rx.iter() {
+            res.qp.post_recv(&d.cqe, &d.buf, res.lkey)?;
+        }
+        self.counters.rx_posted(res.rx.len() as u64);
+        Ok(())
+    }
+
+    /// The Send in tx slot `idx` uses the login buffer.
+    pub(crate) fn login_tx_posted(&self, idx: u32) {
+        self.login_tx_user.store(idx, Ordering::Release);
+    }
+
+    /// Tx slot `idx` completed: release the login buffer if it used it.
+    pub(crate) fn login_tx_done(&self, idx: u32) {
+        if self.login_tx_user.compare_exchange(idx, u32::MAX, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+            if let Some(res) = self.res.get() {
+                res.login_tx.release_index(0);
+            }
+        }
+    }
+
+    pub(crate) fn set_full_feature(&self) {
+        self.ffp.store(true, Ordering::Release);
+    }
+
+    fn repost(&self, desc: &RxDesc) {
+        if desc.login {
+            return;
+        }
+        if let Some(res) = self.res.get() {
+            if res.qp.post_recv(&desc.cqe, &desc.buf, res.lkey).is_err() {
+                self.counters.post_error();
+                self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
+            }
+        }
+    }
+
+    /// A receive completed (softirq).
+    fn rx_done(&self, desc: &RxDesc, wc: &Wc<'_>) {
+        if !wc.ok() {
+            if !wc.flushed() {
+                self.counters.wc_error();
+                pr_warn!("iser_rs: receive failed, status {}\n", wc.status());
+                self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
+            }
+            return;
+        }
+        let Some(conn) = self.iscsi.get() else { return };
+        let msg = desc.buf.for_cpu(wc.byte_len() as usize);
+        // The login buffer only ever receives Login Responses; the ring is
+        // posted with the final login request and receives full-feature
+        // PDUs only.
+        let ctx = if desc.login {
+            proto::bhs::RxContext::login()
+        } else {
+            proto::bhs::RxContext::full_feature(RX_DATA_LEN as u32)
+        };
+        let pdu = match proto::bhs::parse_received_send(msg, &ctx) {
+            Ok(p) => p,
+            Err(e) => return self.proto_error(e),
+        };
+        let inv = wc.invalidated_rkey();
+        if pdu.opcode == proto::bhs::OP_SCSI_RSP {
+            self.counters.response();
+            match super::task::on_scsi_response(self, conn, &pdu, inv, desc.index, wc.byte_len()) {
+                Ok(super::task::RspAction::CompleteNow) => {}
+                Ok(super::task::RspAction::Deferred) => {
+                    // Completed (and the buffer reposted) when the local
+                    // invalidation finishes: see `task::inv_done`.
+                    self.counters.deferred();
+                    return;
+                }
+                Err(e) => return self.proto_error(e),
+            }
+        } else if inv.is_some() {
+            // Only a SCSI Response may carry SendInvSE (iSER §7.3.2).
+            return self.proto_error(proto::ProtoError::UnexpectedRemoteInvalidation);
+        }
+        self.complete(conn, desc, msg, &pdu);
+    }
+
+    /// Hands a received PDU to libiscsi and reposts its buffer.
+    pub(crate) fn complete(&self, conn: Conn, desc: &RxDesc, msg: &[u8], pdu: &proto::bhs::TargetPdu<'_>) {
+        let hdr_len = proto::bhs::BHS_LEN + pdu.ahs.len();
+        let start = proto::iser_hdr::ISER_HDR_LEN;
+        let hdr = msg.get(start..start + hdr_len).unwrap_or(&[]);
+        let data_start = start + hdr_len;
+        let data = msg.get(data_start..data_start + pdu.data.len()).unwrap_or(&[]);
+        self.counters.rx_bytes(data.len() as u64);
+        if let Err(e) = conn.complete_pdu(hdr, data) {
+            self.counters.proto_error();
+            conn.failure(e);
+        }
+        self.repost(desc);
+    }
+
+    /// Re-parses a deferred response's buffer (receive ring entry `rx`)
+    /// and completes it.
+    pub(crate) fn complete_deferred(&self, rx: u16, len: u32) {
+        let Some(conn) = self.iscsi.get() else { return };
+        let Some(desc) = self.res.get().and_then(|r| r.rx.get(rx as usize)) else { return };
+        let msg = desc.buf.for_cpu(len as usize);
+        let ctx = proto::bhs::RxContext::full_feature(RX_DATA_LEN as u32);
+        match proto::bhs::parse_received_send(msg, &ctx) {
+            Ok(pdu) => self.complete(conn, desc, msg, &pdu),
+            Err(e) => self.proto_error(e),
+        }
+    }
+
+    /// The target's address (for `get_ep_param`).
+    pub(crate) fn dst_addr(&self) -> *mut crate::sys::bindings::sockaddr {
+        match self.cm.get() {
+            Some(id) => id.as_ref().dst_addr(),
+            None => core::ptr::null_mut(),
+        }
+    }
+
+
+    /// `stop_conn`: disconnect and flush. After this no completion handler
+    /// runs and no posted buffer is open to the target.
+    pub(crate) fn quiesce(&self) {
+        if self.drained.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(id) = self.cm.get() {
+            id.disconnect();
+        }
+        if let Some(res) = self.res.get() {
+            res.qp.drain();
+        }
+        if self.state() == State::Up {
+            self.state.store(State::Down as u8, Ordering::Release);
+        }
+    }
+
+    /// `ep_disconnect`: quiesce, then free everything in the documented
+    /// order.
+    pub(crate) fn shutdown(mut self: Pin<KBox<Self>>) {
+        self.quiesce();
+        self.iscsi.clear();
+        // `IserConn` is `Unpin` (no structural pinning): the box may be
+        // taken out of `Pin`.
+        let this: &mut IserConn = &mut self;
+        let id = this.cm.take();
+        if let Some(id) = &id {
+            id.destroy_qp();
+        }
+        drop(id);
+        if this.res.take().is_some() {
+            super::counters::live_qp(-1);
+        }
+        super::counters::live_conn(-1);
+    }
+}
+
+impl CmHandler for IserConn {
+    fn cm_event(&self, id: CmIdRef, ev: &CmEvent<'_>) {
+        match ev.kind {
+            CmEventKind::AddrResolved => {
+                if let Err(e) = id.resolve_route(RESOLVE_TIMEOUT_MS) {
+                    self.fail(e);
+                }
+            }
+            CmEventKind::RouteResolved => {
+                if let Err(e) = self.setup(id) {
+                    pr_err!("iser_rs: connection setup failed: {:?}\n", e);
+                    self.fail(e);
+                }
+            }
+            CmEventKind::Established => {
+                let terms = proto::cm_private::accept_decision(true, ev.private_data);
+                self.remote_inv.store(terms.remote_invalidate, Ordering::Release);
+                self.state.store(State::Up as u8, Ordering::Release);
+            }
+            CmEventKind::AddrError | CmEventKind::RouteError | CmEventKind::Unreachable => {
+                pr_info!("iser_rs: target unreachable ({:?}, status {})\n", ev.kind, ev.status);
+                self.fail(EHOSTUNREACH());
+            }
+            CmEventKind::Rejected => {
+                pr_info!("iser_rs: connection rejected by target, reason {}\n", ev.status);
+                self.fail(ECONNREFUSED());
+            }
+            CmEventKind::ConnectError => {
+                pr_info!("iser_rs: connect error, status {}\n", ev.status);
+                self.fail(ETIMEDOUT());
+            }
+            CmEventKind::Disconnected | CmEventKind::DeviceRemoval | CmEventKind::AddrChange => {
+                pr_info!("iser_rs: connection lost ({:?})\n", ev.kind);
+                if self.state() == State::Connecting {
+                    self.fail(EIO);
+                } else {
+                    self.state.store(State::Down as u8, Ordering::Release);
+                }
+                self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
+            }
+            CmEventKind::TimewaitExit | CmEventKind::Other(_) => {}
+        }
+    }
+}
+

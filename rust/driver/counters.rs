@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Counters a user can read.
+//!
+//! Per connection: [`Counters`], shown by `iscsiadm -m session -s` as the
+//! connection's custom statistics (`get_stats`). Module-wide live-object
+//! counts (connections, QPs, MRs) are read-only module parameters
+//! (`/sys/module/iser_rs/parameters/live_*`), so a test or an operator
+//! sees leaks after logout and before `rmmod`.
+//!
+//! All counters are relaxed atomics: any context, no lock.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+macro_rules! counters {
+    ($($field:ident: $doc:literal),* $(,)?) => {
+        /// Per-connection event counters.
+        pub(crate) struct Counters {
+            $(#[doc = $doc] $field: AtomicU64,)*
+        }
+
+        impl Counters {
+            pub(crate) const fn new() -> Self {
+                Counters { $($field: AtomicU64::new(0),)* }
+            }
+
+            /// (name, value) pairs in a fixed order, for `get_stats`.
+            pub(crate) fn snapshot(&self) -> [(&'static str, u64); counters!(@count $($field)*)] {
+                [$((stringify!($field), self.$field.load(Ordering::Relaxed)),)*]
+            }
+        }
+    };
+    (@count $($f:ident)*) => { 0 $(+ counters!(@one $f))* };
+    (@one $f:ident) => { 1 };
+}
+
+counters! {
+    cmds_read: "SCSI commands reading from the target.",
+    cmds_write: "SCSI commands writing to the target.",
+    cmds_nodata: "SCSI commands without data.",
+    bytes_cmd: "Bytes of SCSI data requested by commands.",
+    bytes_sent: "Bytes sent by Send (immediate and unsolicited data).",
+    bytes_received: "Data-segment bytes received by Send.",
+    registrations: "Fast registrations (FRWR) posted.",
+    remote_invalidations: "STags the target invalidated (Send with Invalidate).",
+    local_invalidations: "STags invalidated locally (LOCAL_INV posted).",
+    responses: "SCSI Responses received.",
+    deferred_completions: "Responses held until a local invalidation completed.",
+    data_outs: "Unsolicited Data-Out PDUs sent.",
+    rx_posted: "Receive buffers posted for full feature phase.",
+    send_queue_full: "Times a PDU waited for a send slot or MR.",
+    err_protocol: "Protocol errors by the target (connection failed).",
+    err_completion: "Work completions with an error (not flushes).",
+    err_post: "Failed post_send/post_recv calls.",
+}
+
+impl Counters {
+    pub(crate) fn command(&self, write: bool, read: bool, bytes: u64) {
+        let c = if write {
+            &self.cmds_write
+        } else if read {
+            &self.cmds_read
+        } else {
+            &self.cmds_nodata
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+        self.bytes_cmd.fetch_add(bytes, Ordering::Relaxed);
+    }
+    pub(crate) fn tx_bytes(&self, n: u64) {
+        self.bytes_sent.fetch_add(n, Ordering::Relaxed);
+    }
+    pub(crate) fn rx_bytes(&self, n: u64) {
+        self.bytes_received.fetch_add(n, Ordering::Relaxed);
+    }
+    pub(crate) fn registration(&self) {
+        self.registrations.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn remote_inv(&self) {
+        self.remote_invalidations.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn local_inv(&self, n: u64) {
+        self.local_invalidations.fetch_add(n, Ordering::Relaxed);
+    }
+    pub(crate) fn response(&self) {
+        self.responses.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn deferred(&self) {
+        self.deferred_completions.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn data_out(&self) {
+        self.data_outs.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn rx_posted(&self, n: u64) {
+        self.rx_posted.fetch_add(n, Ordering::Relaxed);
+    }
+    pub(crate) fn tx_full(&self) {
+        self.send_queue_full.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn proto_error(&self) {
+        self.err_protocol.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn wc_error(&self) {
+        self.err_completion.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn post_error(&self) {
+        self.err_post.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Live connections (endpoints) of the module.
+pub(crate) fn live_conn(delta: i64) {
+    crate::sys::iscsi::live_add(0, delta);
+}
+
+/// Live QPs (with their CQ and PD).
+pub(crate) fn live_qp(delta: i64) {
+    crate::sys::iscsi::live_add(1, delta);
+}
+
+/// Live fast-registration MRs.
+pub(crate) fn live_mr(delta: i64) {
+    crate::sys::iscsi::live_add(2, delta);
+}
