@@ -18,6 +18,18 @@ CFG=/sys/kernel/config
 KSFT_PASS=0 KSFT_FAIL=1 KSFT_SKIP=4
 
 log() { echo "# $*"; }
+
+# Every case leaves the guest as it found it for the next one: sessions
+# logged out, initiator modules unloaded (fio state files go to /tmp).
+cd /tmp || true
+case_cleanup() {
+    iscsiadm -m node --logoutall=all >/dev/null 2>&1 || true
+    iscsiadm -m node -o delete >/dev/null 2>&1 || true
+    lsmod | grep -q '^iser_rs ' && rmmod iser_rs 2>/dev/null
+    lsmod | grep -q '^ib_iser ' && rmmod ib_iser 2>/dev/null
+    true
+}
+[ "${ISER_RS_NO_CLEANUP:-0}" = 1 ] || trap case_cleanup EXIT
 die() { echo "# FAIL: $*"; exit "$KSFT_FAIL"; }
 skip() { echo "# SKIP: $*"; exit "$KSFT_SKIP"; }
 
@@ -58,14 +70,21 @@ setup_target() {
     for ((i = 0; i < nluns; i++)); do
         local nb=$CFG/nullb/iser$i
         mkdir -p "$nb"
-        echo "$size" > "$nb/size"
-        echo 1 > "$nb/memory_backed"
-        echo 512 > "$nb/blocksize"
-        echo 2 > "$nb/queue_mode"      # blk-mq
-        echo 1 > "$nb/power"
-        local dev=/dev/$(cat "$nb/index" 2>/dev/null | sed 's/^/nullb/')
-        [ -b "$dev" ] || dev=/dev/nullb$i
-        udevadm settle 2>/dev/null || sleep 0.2
+        if [ "$(cat "$nb/power")" != 1 ]; then
+            echo "$size" > "$nb/size"
+            echo 1 > "$nb/memory_backed"
+            echo 512 > "$nb/blocksize"
+            echo 2 > "$nb/queue_mode"      # blk-mq
+            echo 1 > "$nb/power"
+        fi
+        # The kernel runs with null_blk.nr_devices=0: configfs devices only,
+        # named after their configfs item (older kernels: nullb<index>).
+        local dev= w
+        for ((w = 0; w < 50; w++)); do
+            for dev in /dev/iser$i /dev/nullb$(cat "$nb/index"); do [ -b "$dev" ] && break 2; done
+            sleep 0.1
+        done
+        [ -b "$dev" ] || die "null_blk device for $nb did not appear"
         local bs=$CFG/target/core/iblock_$i/disk$i
         mkdir -p "$bs"
         echo "udev_path=$dev" > "$bs/control"
@@ -157,6 +176,26 @@ session_disks() {
 logout_all() {
     iscsiadm -m node --logoutall=all >/dev/null 2>&1 || true
     iscsiadm -m node -o delete >/dev/null 2>&1 || true
+}
+
+# live_counts: iser_rs's live connection/QP/MR counts, one line.
+live_counts() {
+    local p out=
+    for p in live_conns live_qps live_mrs; do
+        out+="$p=$(cat /sys/module/iser_rs/parameters/$p) "
+    done
+    echo "$out"
+}
+
+# wait_live_zero: iscsid tears endpoints down asynchronously after logout;
+# wait up to 10 s for every live count to reach 0.
+wait_live_zero() {
+    local i
+    for ((i = 0; i < 100; i++)); do
+        [ "$(live_counts)" = "live_conns=0 live_qps=0 live_mrs=0 " ] && return 0
+        sleep 0.1
+    done
+    return 1
 }
 
 # fio_verify DEV [fio options...]: crc32c verify; fails on any mismatch.

@@ -193,7 +193,7 @@ impl IserConn {
 
     pub(crate) fn proto_error(&self, e: proto::ProtoError) {
         self.counters.proto_error();
-        pr_warn!("iser_rs: protocol error from target: {:?}\n", e);
+        pr_warn!("protocol error from target: {:?}\n", e);
         self.conn_error(e.iscsi_err().code() as IscsiErr);
     }
 
@@ -296,7 +296,7 @@ impl IserConn {
         if !wc.ok() {
             if !wc.flushed() {
                 self.counters.wc_error();
-                pr_warn!("iser_rs: receive failed, status {}\n", wc.status());
+                pr_warn!("receive failed, status {}\n", wc.status());
                 self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
             }
             return;
@@ -406,6 +406,7 @@ impl IserConn {
             super::counters::live_qp(-1);
         }
         super::counters::live_conn(-1);
+        pr_info!("connection released\n");
     }
 }
 
@@ -419,7 +420,7 @@ impl CmHandler for IserConn {
             }
             CmEventKind::RouteResolved => {
                 if let Err(e) = self.setup(id) {
-                    pr_err!("iser_rs: connection setup failed: {:?}\n", e);
+                    pr_err!("connection setup failed: {:?}\n", e);
                     self.fail(e);
                 }
             }
@@ -427,21 +428,25 @@ impl CmHandler for IserConn {
                 let terms = proto::cm_private::accept_decision(true, ev.private_data);
                 self.remote_inv.store(terms.remote_invalidate, Ordering::Release);
                 self.state.store(State::Up as u8, Ordering::Release);
+                pr_info!(
+                    "connected (target invalidates STags: {})\n",
+                    if terms.remote_invalidate { "yes" } else { "no, locally" }
+                );
             }
             CmEventKind::AddrError | CmEventKind::RouteError | CmEventKind::Unreachable => {
-                pr_info!("iser_rs: target unreachable ({:?}, status {})\n", ev.kind, ev.status);
+                pr_info!("target unreachable ({:?}, status {})\n", ev.kind, ev.status);
                 self.fail(EHOSTUNREACH());
             }
             CmEventKind::Rejected => {
-                pr_info!("iser_rs: connection rejected by target, reason {}\n", ev.status);
+                pr_info!("connection rejected by target, reason {}\n", ev.status);
                 self.fail(ECONNREFUSED());
             }
             CmEventKind::ConnectError => {
-                pr_info!("iser_rs: connect error, status {}\n", ev.status);
+                pr_info!("connect error, status {}\n", ev.status);
                 self.fail(ETIMEDOUT());
             }
             CmEventKind::Disconnected | CmEventKind::DeviceRemoval | CmEventKind::AddrChange => {
-                pr_info!("iser_rs: connection lost ({:?})\n", ev.kind);
+                pr_info!("connection lost ({:?})\n", ev.kind);
                 if self.state() == State::Connecting {
                     self.fail(EIO);
                 } else {

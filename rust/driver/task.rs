@@ -123,7 +123,7 @@ unsafe impl CqeOwner for TxDesc {
         if !wc.ok() {
             if !wc.flushed() {
                 conn.counters.wc_error();
-                pr_warn!("iser_rs: send failed, status {}\n", wc.status());
+                pr_warn!("send failed, status {}\n", wc.status());
                 conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
             }
             return;
@@ -284,7 +284,7 @@ fn inv_done(itt: u32, conn: &IserConn, wc: &Wc<'_>) {
     if !wc.ok() {
         if !wc.flushed() {
             conn.counters.wc_error();
-            pr_warn!("iser_rs: local invalidate failed, status {}\n", wc.status());
+            pr_warn!("local invalidate failed, status {}\n", wc.status());
             conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
         }
         return;

@@ -65,7 +65,7 @@ impl TransportOps for IserTransport {
         match proto::login_keys::check_set_param(param, value) {
             Ok(()) => Ok(()),
             Err(e) => {
-                pr_err!("iser_rs: refused parameter {}: {:?} (iSER needs no digests, no markers)\n", param, e);
+                pr_err!("refused parameter {}: {:?} (iSER needs no digests, no markers)\n", param, e);
                 let _ = e;
                 Err(EPROTO())
             }

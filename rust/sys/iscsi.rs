@@ -798,7 +798,7 @@ impl Registration {
         let mut sht = KBox::new(b::scsi_host_template::default(), GFP_KERNEL)?;
         sht.module = module.as_ptr().cast();
         sht.name = c_str!("iSCSI Initiator over iSER (iser-rs)").as_char_ptr();
-        sht.proc_name = c_str!("iscsi_iser_rs").as_char_ptr();
+        sht.proc_name = c_str!("iscsi_iser").as_char_ptr();
         sht.queuecommand = Some(b::iscsi_queuecommand);
         sht.change_queue_depth = Some(b::scsi_change_queue_depth);
         sht.sg_tablesize = 128;
