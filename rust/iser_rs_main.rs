@@ -33,9 +33,14 @@ struct IserRs {
 
 impl kernel::Module for IserRs {
     fn init(module: &'static ThisModule) -> Result<Self> {
-        let transport = sys::iscsi::Registration::new::<driver::transport::IserTransport>(module, c_str!("iser"))?;
+        let transport = sys::iscsi::Registration::new::<driver::transport::IserTransport>(
+            module,
+            c_str!("iser"),
+        )?;
         pr_info!("iSER transport registered\n");
-        Ok(IserRs { _transport: transport })
+        Ok(IserRs {
+            _transport: transport,
+        })
     }
 }
 

@@ -21,13 +21,13 @@ use super::counters::Counters;
 use super::task::{MrPool, TxPool};
 use crate::proto;
 use crate::sys::cm::{CmEvent, CmEventKind, CmHandler, CmId, CmIdRef};
+use crate::sys::errno::{ECONNREFUSED, EHOSTUNREACH, ENOTCONN, ETIMEDOUT};
 use crate::sys::iscsi::{Conn, ConnSlot, IscsiErr, SockAddr};
 use crate::sys::once::SetOnce;
-use crate::sys::verbs::{Cq, CqeOwner, Cqe, Device, DmaBuf, DmaSlots, Pd, QpRef, Wc};
+use crate::sys::verbs::{Cq, Cqe, CqeOwner, Device, DmaBuf, DmaSlots, Pd, QpRef, Wc};
 use core::pin::Pin;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU8, Ordering};
-use kernel::error::code::{EIO};
-use crate::sys::errno::{ECONNREFUSED, EHOSTUNREACH, ENOTCONN, ETIMEDOUT};
+use kernel::error::code::EIO;
 use kernel::prelude::*;
 
 /// Commands in flight per connection: the session's `can_queue` is
@@ -232,7 +232,18 @@ impl IserConn {
             )?;
         }
         let lkey = pd.local_dma_lkey();
-        self.res.set(Resources { qp, lkey, dev, mrs, tx, login_rx, login_tx, rx, _cq: cq, _pd: pd })?;
+        self.res.set(Resources {
+            qp,
+            lkey,
+            dev,
+            mrs,
+            tx,
+            login_rx,
+            login_tx,
+            rx,
+            _cq: cq,
+            _pd: pd,
+        })?;
         super::counters::live_qp(1);
         // Ask for Send with Invalidate: the target then invalidates our
         // STags with its response, saving a local invalidation per command.
@@ -243,7 +254,8 @@ impl IserConn {
     /// Posts the login receive buffer (before each login request).
     pub(crate) fn post_login_rx(&self) -> Result {
         let res = self.res.get().ok_or(ENOTCONN())?;
-        res.qp.post_recv(&res.login_rx.cqe, &res.login_rx.buf, res.lkey)
+        res.qp
+            .post_recv(&res.login_rx.cqe, &res.login_rx.buf, res.lkey)
     }
 
     /// Posts the full-feature receive ring (once, with the final login
@@ -268,7 +280,11 @@ impl IserConn {
 
     /// Tx slot `idx` completed: release the login buffer if it used it.
     pub(crate) fn login_tx_done(&self, idx: u32) {
-        if self.login_tx_user.compare_exchange(idx, u32::MAX, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+        if self
+            .login_tx_user
+            .compare_exchange(idx, u32::MAX, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
             if let Some(res) = self.res.get() {
                 res.login_tx.release_index(0);
             }
@@ -336,12 +352,20 @@ impl IserConn {
     }
 
     /// Hands a received PDU to libiscsi and reposts its buffer.
-    pub(crate) fn complete(&self, conn: Conn, desc: &RxDesc, msg: &[u8], pdu: &proto::bhs::TargetPdu<'_>) {
+    pub(crate) fn complete(
+        &self,
+        conn: Conn,
+        desc: &RxDesc,
+        msg: &[u8],
+        pdu: &proto::bhs::TargetPdu<'_>,
+    ) {
         let hdr_len = proto::bhs::BHS_LEN + pdu.ahs.len();
         let start = proto::iser_hdr::ISER_HDR_LEN;
         let hdr = msg.get(start..start + hdr_len).unwrap_or(&[]);
         let data_start = start + hdr_len;
-        let data = msg.get(data_start..data_start + pdu.data.len()).unwrap_or(&[]);
+        let data = msg
+            .get(data_start..data_start + pdu.data.len())
+            .unwrap_or(&[]);
         self.counters.rx_bytes(data.len() as u64);
         if let Err(e) = conn.complete_pdu(hdr, data) {
             self.counters.proto_error();
@@ -354,7 +378,9 @@ impl IserConn {
     /// and completes it.
     pub(crate) fn complete_deferred(&self, rx: u16, len: u32) {
         let Some(conn) = self.iscsi.get() else { return };
-        let Some(desc) = self.res.get().and_then(|r| r.rx.get(rx as usize)) else { return };
+        let Some(desc) = self.res.get().and_then(|r| r.rx.get(rx as usize)) else {
+            return;
+        };
         let msg = desc.buf.for_cpu(len as usize);
         let ctx = proto::bhs::RxContext::full_feature(RX_DATA_LEN as u32);
         match proto::bhs::parse_received_send(msg, &ctx) {
@@ -370,7 +396,6 @@ impl IserConn {
             None => core::ptr::null_mut(),
         }
     }
-
 
     /// `stop_conn`: disconnect and flush. After this no completion handler
     /// runs and no posted buffer is open to the target.
@@ -426,11 +451,16 @@ impl CmHandler for IserConn {
             }
             CmEventKind::Established => {
                 let terms = proto::cm_private::accept_decision(true, ev.private_data);
-                self.remote_inv.store(terms.remote_invalidate, Ordering::Release);
+                self.remote_inv
+                    .store(terms.remote_invalidate, Ordering::Release);
                 self.state.store(State::Up as u8, Ordering::Release);
                 pr_info!(
                     "connected (target invalidates STags: {})\n",
-                    if terms.remote_invalidate { "yes" } else { "no, locally" }
+                    if terms.remote_invalidate {
+                        "yes"
+                    } else {
+                        "no, locally"
+                    }
                 );
             }
             CmEventKind::AddrError | CmEventKind::RouteError | CmEventKind::Unreachable => {
@@ -458,4 +488,3 @@ impl CmHandler for IserConn {
         }
     }
 }
-

@@ -16,11 +16,13 @@
 use super::conn::{IserConn, CMDS_MAX};
 use crate::proto;
 use crate::proto::task::TaskStags;
+use crate::sys::errno::{ENOBUFS, ENOTCONN};
 use crate::sys::iscsi::{Conn, Dir, Task, TaskKind, BHS_LEN};
-use crate::sys::verbs::{Cqe, CqeOwner, Device, DmaSlots, MappedSg, Mr, Pd, RegReq, RemoteAccess, Sge, Wc};
+use crate::sys::verbs::{
+    Cqe, CqeOwner, Device, DmaSlots, MappedSg, Mr, Pd, RegReq, RemoteAccess, Sge, Wc,
+};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::error::code::EINVAL;
-use crate::sys::errno::{ENOBUFS, ENOTCONN};
 use kernel::prelude::*;
 
 const HDRS: usize = proto::bhs::ISER_HEADERS_LEN;
@@ -59,12 +61,19 @@ impl MrPool {
         let mut slots = KVec::with_capacity(n as usize, GFP_KERNEL)?;
         for _ in 0..n {
             slots.push(
-                MrSlot { mr: Mr::new(pd, max_pages)?, busy: AtomicBool::new(false), dirty: AtomicBool::new(false) },
+                MrSlot {
+                    mr: Mr::new(pd, max_pages)?,
+                    busy: AtomicBool::new(false),
+                    dirty: AtomicBool::new(false),
+                },
                 GFP_KERNEL,
             )?;
             super::counters::live_mr(1);
         }
-        Ok(MrPool { slots, hint: AtomicU32::new(0) })
+        Ok(MrPool {
+            slots,
+            hint: AtomicU32::new(0),
+        })
     }
 
     fn get(&self) -> Option<u16> {
@@ -72,7 +81,11 @@ impl MrPool {
         let start = self.hint.load(Ordering::Relaxed) as usize;
         for k in 0..n {
             let i = (start + k) % n;
-            if self.slots[i].busy.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            if self.slots[i]
+                .busy
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
                 self.hint.store(((i + 1) % n) as u32, Ordering::Relaxed);
                 return Some(i as u16);
             }
@@ -95,7 +108,9 @@ impl MrPool {
 
     /// Takes the slot's "invalidate first" mark.
     fn take_dirty(&self, i: u16) -> bool {
-        self.slots.get(i as usize).is_some_and(|s| s.dirty.swap(false, Ordering::Relaxed))
+        self.slots
+            .get(i as usize)
+            .is_some_and(|s| s.dirty.swap(false, Ordering::Relaxed))
     }
 }
 
@@ -149,9 +164,18 @@ impl TxPool {
         let n = data_outs + CMDS_MAX + super::conn::MGMT_MAX;
         let mut descs = KVec::with_capacity(n as usize, GFP_KERNEL)?;
         for index in 0..n {
-            descs.push(TxDesc { cqe: Cqe::new::<TxDesc>(ctx), index }, GFP_KERNEL)?;
+            descs.push(
+                TxDesc {
+                    cqe: Cqe::new::<TxDesc>(ctx),
+                    index,
+                },
+                GFP_KERNEL,
+            )?;
         }
-        Ok(TxPool { descs, slots: DmaSlots::new(dev, n, HDRS)? })
+        Ok(TxPool {
+            descs,
+            slots: DmaSlots::new(dev, n, HDRS)?,
+        })
     }
 }
 
@@ -289,10 +313,16 @@ fn inv_done(itt: u32, conn: &IserConn, wc: &Wc<'_>) {
         }
         return;
     }
-    let Some(iscsi) = conn.iscsi.get() else { return };
+    let Some(iscsi) = conn.iscsi.get() else {
+        return;
+    };
     let mut task = iscsi.itt_to_ctask::<IserTask>(itt);
-    let Some(td) = task.as_mut().and_then(|t| t.data()) else { return };
-    let Some((rx, len)) = td.deferred.take() else { return };
+    let Some(td) = task.as_mut().and_then(|t| t.data()) else {
+        return;
+    };
+    let Some((rx, len)) = td.deferred.take() else {
+        return;
+    };
     let mut ok = true;
     if let Some(st) = td.stags.as_mut() {
         for s in td.inv_posted.as_slice() {
@@ -340,7 +370,11 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
         let mut iser = [0u8; proto::iser_hdr::ISER_HDR_LEN];
         proto::iser_hdr::IserHeader::control().encode(&mut iser);
         let h = fill_hdr(&res.tx.slots, &mut slot, &iser, &hdr, res.lkey);
-        let data = Sge { addr: mr.iova() + off as u64, length: len, lkey: mr.lkey() };
+        let data = Sge {
+            addr: mr.iova() + off as u64,
+            length: len,
+            lkey: mr.lkey(),
+        };
         let d = &res.tx.descs[slot.index() as usize];
         if let Err(e) = res.qp.post_send(&[], &[], &d.cqe, &[h, data], true) {
             res.tx.slots.release(slot);
@@ -406,7 +440,10 @@ fn send_command(conn: &IserConn, task: &mut Task<'_, IserTask>) -> Result {
             if len > unsol {
                 // The solicited rest is RDMA-Read by the target from the
                 // Write STag, at the offset where unsolicited data ends.
-                write = Some(proto::iser_hdr::StagVa { stag: mr.rkey(), va: mr.iova() + unsol as u64 });
+                write = Some(proto::iser_hdr::StagVa {
+                    stag: mr.rkey(),
+                    va: mr.iova() + unsol as u64,
+                });
                 reg = Some((i, RemoteAccess::Read));
             } else {
                 // Fully unsolicited: local access only, never advertised.
@@ -415,18 +452,28 @@ fn send_command(conn: &IserConn, task: &mut Task<'_, IserTask>) -> Result {
             }
         } else {
             td.mrs[0] = Some(i);
-            read = Some(proto::iser_hdr::StagVa { stag: mr.rkey(), va: mr.iova() });
+            read = Some(proto::iser_hdr::StagVa {
+                stag: mr.rkey(),
+                va: mr.iova(),
+            });
             reg = Some((i, RemoteAccess::Write));
         }
         conn.counters.registration();
     }
     let remote_inv = conn.remote_inv.load(Ordering::Acquire);
-    let mut stags = TaskStags::new(read.map(|r| r.stag), write.map(|w| w.stag), remote_inv).map_err(|_| EINVAL)?;
+    let mut stags = TaskStags::new(read.map(|r| r.stag), write.map(|w| w.stag), remote_inv)
+        .map_err(|_| EINVAL)?;
     stags.advertise().map_err(|_| EINVAL)?;
     let mut iser = [0u8; proto::iser_hdr::ISER_HDR_LEN];
     proto::iser_hdr::IserHeader { read, write }.encode(&mut iser);
     let td = task.data().ok_or(EINVAL)?;
-    let h = fill_hdr(&res.tx.slots, &mut slot, &iser, &td.bhs[..hdr_len], res.lkey);
+    let h = fill_hdr(
+        &res.tx.slots,
+        &mut slot,
+        &iser,
+        &td.bhs[..hdr_len],
+        res.lkey,
+    );
     let mut sges = [h, h];
     let mut nsge = 1;
     let write_mr = td.mrs[1].and_then(|i| res.mrs.mr(i));
@@ -435,7 +482,11 @@ fn send_command(conn: &IserConn, task: &mut Task<'_, IserTask>) -> Result {
             res.tx.slots.release(slot);
             return Err(EINVAL);
         };
-        sges[1] = Sge { addr: mr.iova(), length: imm, lkey: mr.lkey() };
+        sges[1] = Sge {
+            addr: mr.iova(),
+            length: imm,
+            lkey: mr.lkey(),
+        };
         nsge = 2;
     }
     let reg_req = reg.and_then(|(i, access)| res.mrs.mr(i).map(|mr| RegReq { mr, access }));
@@ -453,7 +504,8 @@ fn send_command(conn: &IserConn, task: &mut Task<'_, IserTask>) -> Result {
     if inv.is_some() {
         conn.counters.local_inv(1);
     }
-    conn.counters.command(dir == Dir::ToDevice, dir == Dir::FromDevice, len as u64);
+    conn.counters
+        .command(dir == Dir::ToDevice, dir == Dir::FromDevice, len as u64);
     conn.counters.tx_bytes(imm as u64);
     Ok(())
 }
@@ -495,13 +547,15 @@ fn xmit_mgmt(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
         return Err(ENOBUFS());
     };
     let data = task.mgmt_data();
-    let sge = res.login_tx.write(&mut ltok, HDRS + data_len, res.lkey, |buf| {
-        let (h, rest) = buf.split_at_mut(HDRS);
-        h.fill(0);
-        h[..iser.len()].copy_from_slice(&iser);
-        h[iser.len()..iser.len() + hdr_len].copy_from_slice(&bhs[..hdr_len]);
-        rest.copy_from_slice(data);
-    });
+    let sge = res
+        .login_tx
+        .write(&mut ltok, HDRS + data_len, res.lkey, |buf| {
+            let (h, rest) = buf.split_at_mut(HDRS);
+            h.fill(0);
+            h[..iser.len()].copy_from_slice(&iser);
+            h[iser.len()..iser.len() + hdr_len].copy_from_slice(&bhs[..hdr_len]);
+            rest.copy_from_slice(data);
+        });
     if is_login {
         conn.post_login_rx()?;
         // Transit to full feature phase (T=1, NSG=3, RFC 7143 §11.12): post

@@ -5,9 +5,9 @@
 use super::conn::{IserConn, CMDS_MAX};
 use super::task::{self, IserTask};
 use crate::proto;
+use crate::sys::errno::{ENOTCONN, EPROTO};
 use crate::sys::iscsi::{self, Conn, HostLimits, Param, SockAddr, Task, TransportOps};
 use core::pin::Pin;
-use crate::sys::errno::{ENOTCONN, EPROTO};
 use kernel::prelude::*;
 
 /// The `iser` transport.
@@ -65,7 +65,11 @@ impl TransportOps for IserTransport {
         match proto::login_keys::check_set_param(param, value) {
             Ok(()) => Ok(()),
             Err(e) => {
-                pr_err!("refused parameter {}: {:?} (iSER needs no digests, no markers)\n", param, e);
+                pr_err!(
+                    "refused parameter {}: {:?} (iSER needs no digests, no markers)\n",
+                    param,
+                    e
+                );
                 let _ = e;
                 Err(EPROTO())
             }

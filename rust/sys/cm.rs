@@ -71,6 +71,9 @@ pub(crate) trait CmHandler: Sync {
 #[derive(Clone, Copy)]
 pub(crate) struct CmIdRef(NonNull<b::rdma_cm_id>);
 
+/// # Safety
+/// Only called by rdma_cm for an id created by [`CmId::new`], with a live
+/// event; the id's context is the `T` given there.
 unsafe extern "C" fn cm_handler_trampoline<T: CmHandler>(
     id: *mut b::rdma_cm_id,
     ev: *mut b::rdma_cm_event,
@@ -86,11 +89,18 @@ unsafe extern "C" fn cm_handler_trampoline<T: CmHandler>(
             && !conn.private_data.is_null()
             && conn.private_data_len > 0
         {
-            Some(core::slice::from_raw_parts(conn.private_data as *const u8, conn.private_data_len as usize))
+            Some(core::slice::from_raw_parts(
+                conn.private_data as *const u8,
+                conn.private_data_len as usize,
+            ))
         } else {
             None
         };
-        let ev = CmEvent { kind, status: ev.status, private_data };
+        let ev = CmEvent {
+            kind,
+            status: ev.status,
+            private_data,
+        };
         owner.cm_event(CmIdRef(NonNull::new_unchecked(id)), &ev);
     }
     // Never ask rdma_cm to destroy the id: its owner does, outside handlers.
@@ -117,10 +127,16 @@ impl CmId {
         // is the caller's promise.
         let id = unsafe { b::iser_rs_create_id(Some(cm_handler_trampoline::<T>), ctx as *mut _) };
         if id.is_null() || (id as isize) < 0 && (id as isize) > -4096 {
-            return Err(if id.is_null() { ENOMEM } else { Error::from_errno(id as isize as i32) });
+            return Err(if id.is_null() {
+                ENOMEM
+            } else {
+                Error::from_errno(id as isize as i32)
+            });
         }
         // SAFETY: checked above.
-        Ok(CmId { id: unsafe { NonNull::new_unchecked(id) } })
+        Ok(CmId {
+            id: unsafe { NonNull::new_unchecked(id) },
+        })
     }
 
     pub(crate) fn as_ref(&self) -> CmIdRef {
@@ -135,7 +151,12 @@ impl CmId {
     pub(crate) unsafe fn resolve_addr(&self, dst: *mut b::sockaddr, timeout_ms: u32) -> Result {
         // SAFETY: live id; `dst` per the caller.
         kernel::error::to_result(unsafe {
-            b::rdma_resolve_addr(self.id.as_ptr(), core::ptr::null_mut(), dst, timeout_ms as _)
+            b::rdma_resolve_addr(
+                self.id.as_ptr(),
+                core::ptr::null_mut(),
+                dst,
+                timeout_ms as _,
+            )
         })
     }
 
@@ -179,18 +200,31 @@ impl CmIdRef {
     }
 
     /// Creates the RC QP on `pd` with both queues on `cq`.
-    pub(crate) fn create_qp(self, pd: &Pd, cq: &Cq, max_send_wr: u32, max_recv_wr: u32) -> Result<QpRef> {
-        let mut attr = b::ib_qp_init_attr::default();
-        attr.send_cq = cq.as_ptr();
-        attr.recv_cq = cq.as_ptr();
-        attr.cap.max_send_wr = max_send_wr;
-        attr.cap.max_recv_wr = max_recv_wr;
-        attr.cap.max_send_sge = 2;
-        attr.cap.max_recv_sge = 1;
-        attr.sq_sig_type = b::ib_sig_type_IB_SIGNAL_REQ_WR;
-        attr.qp_type = b::ib_qp_type_IB_QPT_RC;
+    pub(crate) fn create_qp(
+        self,
+        pd: &Pd,
+        cq: &Cq,
+        max_send_wr: u32,
+        max_recv_wr: u32,
+    ) -> Result<QpRef> {
+        let mut attr = b::ib_qp_init_attr {
+            send_cq: cq.as_ptr(),
+            recv_cq: cq.as_ptr(),
+            cap: b::ib_qp_cap {
+                max_send_wr,
+                max_recv_wr,
+                max_send_sge: 2,
+                max_recv_sge: 1,
+                ..Default::default()
+            },
+            sq_sig_type: b::ib_sig_type_IB_SIGNAL_REQ_WR,
+            qp_type: b::ib_qp_type_IB_QPT_RC,
+            ..Default::default()
+        };
         // SAFETY: live id, PD and CQ; `attr` is read during the call.
-        kernel::error::to_result(unsafe { b::rdma_create_qp(self.0.as_ptr(), pd.as_ptr(), &mut attr) })?;
+        kernel::error::to_result(unsafe {
+            b::rdma_create_qp(self.0.as_ptr(), pd.as_ptr(), &mut attr)
+        })?;
         // SAFETY: rdma_create_qp succeeded, so `id->qp` is the new QP,
         // live until `CmId::destroy_qp`.
         unsafe { QpRef::from_raw((*self.0.as_ptr()).qp) }.ok_or(ENOMEM)
@@ -199,13 +233,15 @@ impl CmIdRef {
     /// Connects with `private_data`; `responder_resources` is the IRD the
     /// initiator's QP grants the target's RDMA Reads.
     pub(crate) fn connect(self, private_data: &[u8], responder_resources: u8) -> Result {
-        let mut p = b::rdma_conn_param::default();
-        p.private_data = private_data.as_ptr().cast();
-        p.private_data_len = private_data.len() as u8;
-        p.responder_resources = responder_resources;
-        p.initiator_depth = 1;
-        p.retry_count = 7;
-        p.rnr_retry_count = 6;
+        let mut p = b::rdma_conn_param {
+            private_data: private_data.as_ptr().cast(),
+            private_data_len: private_data.len() as u8,
+            responder_resources,
+            initiator_depth: 1,
+            retry_count: 7,
+            rnr_retry_count: 6,
+            ..Default::default()
+        };
         // SAFETY: called from the id's handler (the `_locked` variant);
         // `p` and the private data live across the call.
         kernel::error::to_result(unsafe { b::rdma_connect_locked(self.0.as_ptr(), &mut p) })

@@ -17,11 +17,11 @@
 //! - `iscsi_task.dd_data` is a zero-filled `T::TaskData`.
 
 use super::bindings as b;
+use super::errno::{ENOSYS, ENOTCONN};
 use core::pin::Pin;
 use core::ptr::NonNull;
 use kernel::c_str;
 use kernel::error::code::{EEXIST, EINVAL, ENOMEM};
-use super::errno::{ENOSYS, ENOTCONN};
 use kernel::prelude::*;
 use kernel::str::CStr;
 use kernel::ThisModule;
@@ -153,7 +153,11 @@ impl Conn {
             b::iscsi_complete_pdu(
                 self.0.as_ptr(),
                 hdr.as_ptr().cast_mut().cast(),
-                if data.is_empty() { core::ptr::null_mut() } else { data.as_ptr().cast_mut().cast() },
+                if data.is_empty() {
+                    core::ptr::null_mut()
+                } else {
+                    data.as_ptr().cast_mut().cast()
+                },
                 data.len() as i32,
             )
         };
@@ -187,7 +191,10 @@ impl Conn {
     pub(crate) fn itt_to_ctask<D>(self, itt: u32) -> Option<Task<'static, D>> {
         // SAFETY: libiscsi validates the ITT (age and index) itself.
         let t = unsafe { b::iscsi_itt_to_ctask(self.0.as_ptr(), itt) };
-        NonNull::new(t).map(|raw| Task { raw, _p: core::marker::PhantomData })
+        NonNull::new(t).map(|raw| Task {
+            raw,
+            _p: core::marker::PhantomData,
+        })
     }
 }
 
@@ -201,11 +208,13 @@ impl ConnSlot {
     }
 
     pub(crate) fn set(&self, c: Conn) {
-        self.0.store(c.0.as_ptr(), core::sync::atomic::Ordering::Release);
+        self.0
+            .store(c.0.as_ptr(), core::sync::atomic::Ordering::Release);
     }
 
     pub(crate) fn clear(&self) {
-        self.0.store(core::ptr::null_mut(), core::sync::atomic::Ordering::Release);
+        self.0
+            .store(core::ptr::null_mut(), core::sync::atomic::Ordering::Release);
     }
 
     /// The bound connection. libiscsi frees it only after `stop_conn` and
@@ -339,7 +348,12 @@ impl<D> Task<'_, D> {
                 b::dma_data_direction_DMA_FROM_DEVICE => Dir::FromDevice,
                 _ => Dir::None,
             };
-            (dir, b::iser_rs_scsi_bufflen(sc), b::iser_rs_scsi_sglist(sc), b::iser_rs_scsi_sg_count(sc))
+            (
+                dir,
+                b::iser_rs_scsi_bufflen(sc),
+                b::iser_rs_scsi_sglist(sc),
+                b::iser_rs_scsi_sg_count(sc),
+            )
         }
     }
 
@@ -398,8 +412,11 @@ struct Globals {
     sht: *const b::scsi_host_template,
     template: *mut b::scsi_transport_template,
 }
-static mut GLOBAL_TABLES: Globals =
-    Globals { table: core::ptr::null_mut(), sht: core::ptr::null(), template: core::ptr::null_mut() };
+static mut GLOBAL_TABLES: Globals = Globals {
+    table: core::ptr::null_mut(),
+    sht: core::ptr::null(),
+    template: core::ptr::null_mut(),
+};
 
 fn globals() -> &'static Globals {
     // SAFETY: written once in `Registration::new` before the transport is
@@ -435,6 +452,10 @@ unsafe fn conn_ep<T: TransportOps>(conn: *mut b::iscsi_conn) -> Option<&'static 
     }
 }
 
+/// # Safety
+/// Only called by scsi_transport_iscsi/libiscsi through the transport
+/// table, with object pointers that are live for the call and belong to
+/// this transport (the `iscsi_transport` callback contract).
 unsafe extern "C" fn ep_connect_tr<T: TransportOps>(
     _shost: *mut b::Scsi_Host,
     dst: *mut b::sockaddr,
@@ -462,7 +483,14 @@ unsafe extern "C" fn ep_connect_tr<T: TransportOps>(
     }
 }
 
-unsafe extern "C" fn ep_poll_tr<T: TransportOps>(ep: *mut b::iscsi_endpoint, timeout_ms: i32) -> i32 {
+/// # Safety
+/// Only called by scsi_transport_iscsi/libiscsi through the transport
+/// table, with object pointers that are live for the call and belong to
+/// this transport (the `iscsi_transport` callback contract).
+unsafe extern "C" fn ep_poll_tr<T: TransportOps>(
+    ep: *mut b::iscsi_endpoint,
+    timeout_ms: i32,
+) -> i32 {
     // SAFETY: iscsid passes an endpoint of ours.
     let obj = unsafe { ep_of::<T>(ep) };
     match T::ep_poll(obj, timeout_ms.max(0) as u32) {
@@ -472,6 +500,10 @@ unsafe extern "C" fn ep_poll_tr<T: TransportOps>(ep: *mut b::iscsi_endpoint, tim
     }
 }
 
+/// # Safety
+/// Only called by scsi_transport_iscsi/libiscsi through the transport
+/// table, with object pointers that are live for the call and belong to
+/// this transport (the `iscsi_transport` callback contract).
 unsafe extern "C" fn ep_disconnect_tr<T: TransportOps>(ep: *mut b::iscsi_endpoint) {
     // SAFETY: the pointer was made by `KBox::into_raw` in `ep_connect_tr`
     // and is reclaimed exactly once, here.
@@ -482,6 +514,10 @@ unsafe extern "C" fn ep_disconnect_tr<T: TransportOps>(ep: *mut b::iscsi_endpoin
     unsafe { b::iscsi_destroy_endpoint(ep) };
 }
 
+/// # Safety
+/// Only called by scsi_transport_iscsi/libiscsi through the transport
+/// table, with object pointers that are live for the call and belong to
+/// this transport (the `iscsi_transport` callback contract).
 unsafe extern "C" fn get_ep_param_tr<T: TransportOps>(
     ep: *mut b::iscsi_endpoint,
     param: Param,
@@ -498,6 +534,10 @@ unsafe extern "C" fn get_ep_param_tr<T: TransportOps>(
     }
 }
 
+/// # Safety
+/// Only called by scsi_transport_iscsi/libiscsi through the transport
+/// table, with object pointers that are live for the call and belong to
+/// this transport (the `iscsi_transport` callback contract).
 unsafe extern "C" fn create_session_tr<T: TransportOps>(
     ep: *mut b::iscsi_endpoint,
     cmds_max: u16,
@@ -552,6 +592,10 @@ unsafe extern "C" fn create_session_tr<T: TransportOps>(
     }
 }
 
+/// # Safety
+/// Only called by scsi_transport_iscsi/libiscsi through the transport
+/// table, with object pointers that are live for the call and belong to
+/// this transport (the `iscsi_transport` callback contract).
 unsafe extern "C" fn destroy_session_tr(s: *mut b::iscsi_cls_session) {
     // SAFETY: a session made by `create_session_tr`; the order is the one
     // ib_iser uses (session, then its host).
@@ -563,11 +607,22 @@ unsafe extern "C" fn destroy_session_tr(s: *mut b::iscsi_cls_session) {
     }
 }
 
-unsafe extern "C" fn create_conn_tr(s: *mut b::iscsi_cls_session, cid: u32) -> *mut b::iscsi_cls_conn {
+/// # Safety
+/// Only called by scsi_transport_iscsi/libiscsi through the transport
+/// table, with object pointers that are live for the call and belong to
+/// this transport (the `iscsi_transport` callback contract).
+unsafe extern "C" fn create_conn_tr(
+    s: *mut b::iscsi_cls_session,
+    cid: u32,
+) -> *mut b::iscsi_cls_conn {
     // SAFETY: a live session; one pointer slot of connection data.
     unsafe { b::iscsi_conn_setup(s, core::mem::size_of::<*const ()>() as i32, cid) }
 }
 
+/// # Safety
+/// Only called by scsi_transport_iscsi/libiscsi through the transport
+/// table, with object pointers that are live for the call and belong to
+/// this transport (the `iscsi_transport` callback contract).
 unsafe extern "C" fn bind_conn_tr<T: TransportOps>(
     s: *mut b::iscsi_cls_session,
     cls_conn: *mut b::iscsi_cls_conn,
@@ -600,6 +655,10 @@ unsafe extern "C" fn bind_conn_tr<T: TransportOps>(
     }
 }
 
+/// # Safety
+/// Only called by scsi_transport_iscsi/libiscsi through the transport
+/// table, with object pointers that are live for the call and belong to
+/// this transport (the `iscsi_transport` callback contract).
 unsafe extern "C" fn start_conn_tr<T: TransportOps>(cls_conn: *mut b::iscsi_cls_conn) -> i32 {
     // SAFETY: live bound connection.
     unsafe {
@@ -613,6 +672,10 @@ unsafe extern "C" fn start_conn_tr<T: TransportOps>(cls_conn: *mut b::iscsi_cls_
     }
 }
 
+/// # Safety
+/// Only called by scsi_transport_iscsi/libiscsi through the transport
+/// table, with object pointers that are live for the call and belong to
+/// this transport (the `iscsi_transport` callback contract).
 unsafe extern "C" fn stop_conn_tr<T: TransportOps>(cls_conn: *mut b::iscsi_cls_conn, flag: i32) {
     // SAFETY: live connection. The RDMA side is stopped (QP flushed) before
     // libiscsi fails the tasks, so no failed task's memory is still open to
@@ -629,6 +692,10 @@ unsafe extern "C" fn stop_conn_tr<T: TransportOps>(cls_conn: *mut b::iscsi_cls_c
     }
 }
 
+/// # Safety
+/// Only called by scsi_transport_iscsi/libiscsi through the transport
+/// table, with object pointers that are live for the call and belong to
+/// this transport (the `iscsi_transport` callback contract).
 unsafe extern "C" fn set_param_tr<T: TransportOps>(
     cls_conn: *mut b::iscsi_cls_conn,
     param: Param,
@@ -645,7 +712,14 @@ unsafe extern "C" fn set_param_tr<T: TransportOps>(
     unsafe { b::iscsi_set_param(cls_conn, param, buf, buflen) }
 }
 
-unsafe extern "C" fn get_stats_tr<T: TransportOps>(cls_conn: *mut b::iscsi_cls_conn, stats: *mut b::iscsi_stats) {
+/// # Safety
+/// Only called by scsi_transport_iscsi/libiscsi through the transport
+/// table, with object pointers that are live for the call and belong to
+/// this transport (the `iscsi_transport` callback contract).
+unsafe extern "C" fn get_stats_tr<T: TransportOps>(
+    cls_conn: *mut b::iscsi_cls_conn,
+    stats: *mut b::iscsi_stats,
+) {
     // SAFETY: live connection; `stats` is a buffer sized for
     // ISCSI_STATS_CUSTOM_MAX custom entries.
     unsafe {
@@ -671,7 +745,11 @@ unsafe extern "C" fn get_stats_tr<T: TransportOps>(cls_conn: *mut b::iscsi_cls_c
 pub(crate) fn set_custom_stat(stats: &mut b::iscsi_stats, i: usize, name: &str, value: u64) {
     // SAFETY: `stats` comes from libiscsi's get_stats buffer, which holds
     // ISCSI_STATS_CUSTOM_MAX entries after the fixed fields.
-    let custom = unsafe { stats.custom.as_mut_slice(b::ISCSI_STATS_CUSTOM_MAX as usize) };
+    let custom = unsafe {
+        stats
+            .custom
+            .as_mut_slice(b::ISCSI_STATS_CUSTOM_MAX as usize)
+    };
     if let Some(c) = custom.get_mut(i) {
         let n = name.len().min(c.desc.len() - 1);
         for (d, s) in c.desc.iter_mut().zip(name.as_bytes()[..n].iter()) {
@@ -683,48 +761,96 @@ pub(crate) fn set_custom_stat(stats: &mut b::iscsi_stats, i: usize, name: &str, 
     }
 }
 
+/// # Safety
+/// Only called by scsi_transport_iscsi/libiscsi through the transport
+/// table, with object pointers that are live for the call and belong to
+/// this transport (the `iscsi_transport` callback contract).
 unsafe extern "C" fn init_task_tr<T: TransportOps>(task: *mut b::iscsi_task) -> i32 {
     // SAFETY: libiscsi passes a live task of a bound connection.
     unsafe {
-        let Some(ep) = conn_ep::<T>((*task).conn) else { return ENOTCONN().to_errno() };
-        match T::init_task(ep, Task { raw: NonNull::new_unchecked(task), _p: core::marker::PhantomData }) {
+        let Some(ep) = conn_ep::<T>((*task).conn) else {
+            return ENOTCONN().to_errno();
+        };
+        match T::init_task(
+            ep,
+            Task {
+                raw: NonNull::new_unchecked(task),
+                _p: core::marker::PhantomData,
+            },
+        ) {
             Ok(()) => 0,
             Err(e) => e.to_errno(),
         }
     }
 }
 
+/// # Safety
+/// Only called by scsi_transport_iscsi/libiscsi through the transport
+/// table, with object pointers that are live for the call and belong to
+/// this transport (the `iscsi_transport` callback contract).
 unsafe extern "C" fn xmit_task_tr<T: TransportOps>(task: *mut b::iscsi_task) -> i32 {
     // SAFETY: as in `init_task_tr`.
     unsafe {
-        let Some(ep) = conn_ep::<T>((*task).conn) else { return ENOTCONN().to_errno() };
-        match T::xmit_task(ep, Task { raw: NonNull::new_unchecked(task), _p: core::marker::PhantomData }) {
+        let Some(ep) = conn_ep::<T>((*task).conn) else {
+            return ENOTCONN().to_errno();
+        };
+        match T::xmit_task(
+            ep,
+            Task {
+                raw: NonNull::new_unchecked(task),
+                _p: core::marker::PhantomData,
+            },
+        ) {
             Ok(()) => 0,
             Err(e) => e.to_errno(),
         }
     }
 }
 
+/// # Safety
+/// Only called by scsi_transport_iscsi/libiscsi through the transport
+/// table, with object pointers that are live for the call and belong to
+/// this transport (the `iscsi_transport` callback contract).
 unsafe extern "C" fn cleanup_task_tr<T: TransportOps>(task: *mut b::iscsi_task) {
     // SAFETY: as in `init_task_tr`; the endpoint may already be unbound.
     unsafe {
         let ep = conn_ep::<T>((*task).conn);
-        let mut t = Task::<T::TaskData> { raw: NonNull::new_unchecked(task), _p: core::marker::PhantomData };
+        let mut t = Task::<T::TaskData> {
+            raw: NonNull::new_unchecked(task),
+            _p: core::marker::PhantomData,
+        };
         if t.data().is_some() {
-            T::cleanup_task(ep, Task { raw: t.raw, _p: core::marker::PhantomData });
+            T::cleanup_task(
+                ep,
+                Task {
+                    raw: t.raw,
+                    _p: core::marker::PhantomData,
+                },
+            );
             t.drop_data();
         }
     }
 }
 
+/// # Safety
+/// Only called by scsi_transport_iscsi/libiscsi through the transport
+/// table, with object pointers that are live for the call and belong to
+/// this transport (the `iscsi_transport` callback contract).
 unsafe extern "C" fn alloc_pdu_tr<T: TransportOps>(task: *mut b::iscsi_task, _opcode: u8) -> i32 {
     // SAFETY: live task of a live connection; its header buffer lives in
     // its own dd_data, which stays put while the task exists.
     unsafe {
-        let Some(ep) = conn_ep::<T>((*task).conn) else { return ENOTCONN().to_errno() };
-        let mut t = Task::<T::TaskData> { raw: NonNull::new_unchecked(task), _p: core::marker::PhantomData };
+        let Some(ep) = conn_ep::<T>((*task).conn) else {
+            return ENOTCONN().to_errno();
+        };
+        let mut t = Task::<T::TaskData> {
+            raw: NonNull::new_unchecked(task),
+            _p: core::marker::PhantomData,
+        };
         t.init_data(T::new_task(ep));
-        let Some(d) = t.data() else { return ENOTCONN().to_errno() };
+        let Some(d) = t.data() else {
+            return ENOTCONN().to_errno();
+        };
         let hdr = T::task_hdr(d);
         (*task).hdr = hdr.cast();
         (*task).hdr_max = BHS_LEN as u16;
@@ -732,6 +858,10 @@ unsafe extern "C" fn alloc_pdu_tr<T: TransportOps>(task: *mut b::iscsi_task, _op
     0
 }
 
+/// # Safety
+/// Only called by scsi_transport_iscsi/libiscsi through the transport
+/// table, with object pointers that are live for the call and belong to
+/// this transport (the `iscsi_transport` callback contract).
 unsafe extern "C" fn attr_is_visible_tr(param_type: i32, param: i32) -> b::umode_t {
     // Same set as ib_iser: everything iscsid shows for a session of ours.
     let visible = match param_type as u32 {
@@ -789,7 +919,10 @@ impl Registration {
     ///
     /// Fails with `EEXIST` (and says so) when another module, such as the
     /// C `ib_iser`, already registered a transport of that name.
-    pub(crate) fn new<T: TransportOps>(module: &'static ThisModule, name: &'static CStr) -> Result<Self> {
+    pub(crate) fn new<T: TransportOps>(
+        module: &'static ThisModule,
+        name: &'static CStr,
+    ) -> Result<Self> {
         // SAFETY: `name` is a NUL-terminated string that lives forever.
         if unsafe { b::iser_rs_transport_name_taken(name.as_char_ptr()) } {
             pr_err!("iSCSI transport \"{}\" is already registered (is ib_iser loaded? rmmod ib_iser first)\n", name);

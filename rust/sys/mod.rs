@@ -29,5 +29,13 @@ pub(crate) mod errno {
             }
         )*};
     }
-    errnos!(ENOTCONN, ETIMEDOUT, ECONNREFUSED, EHOSTUNREACH, ENOBUFS, EPROTO, ENOSYS);
+    errnos!(
+        ENOTCONN,
+        ETIMEDOUT,
+        ECONNREFUSED,
+        EHOSTUNREACH,
+        ENOBUFS,
+        EPROTO,
+        ENOSYS
+    );
 }

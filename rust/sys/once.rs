@@ -28,12 +28,19 @@ unsafe impl<T: Send> Send for SetOnce<T> {}
 
 impl<T> SetOnce<T> {
     pub(crate) const fn new() -> Self {
-        SetOnce { state: AtomicU8::new(EMPTY), value: UnsafeCell::new(None) }
+        SetOnce {
+            state: AtomicU8::new(EMPTY),
+            value: UnsafeCell::new(None),
+        }
     }
 
     /// Publishes `v`; fails with `EBUSY` (returning nothing) if already set.
     pub(crate) fn set(&self, v: T) -> Result {
-        if self.state.compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        if self
+            .state
+            .compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
             return Err(EBUSY);
         }
         // SAFETY: the WRITING state excludes every other writer and every

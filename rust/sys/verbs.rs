@@ -34,8 +34,12 @@ impl RemoteAccess {
     fn flags(self) -> i32 {
         // Only what the direction needs: never both, never atomics.
         (match self {
-            RemoteAccess::Write => b::ib_access_flags_IB_ACCESS_LOCAL_WRITE | b::ib_access_flags_IB_ACCESS_REMOTE_WRITE,
-            RemoteAccess::Read => b::ib_access_flags_IB_ACCESS_LOCAL_WRITE | b::ib_access_flags_IB_ACCESS_REMOTE_READ,
+            RemoteAccess::Write => {
+                b::ib_access_flags_IB_ACCESS_LOCAL_WRITE | b::ib_access_flags_IB_ACCESS_REMOTE_WRITE
+            }
+            RemoteAccess::Read => {
+                b::ib_access_flags_IB_ACCESS_LOCAL_WRITE | b::ib_access_flags_IB_ACCESS_REMOTE_READ
+            }
             RemoteAccess::LocalOnly => b::ib_access_flags_IB_ACCESS_LOCAL_WRITE,
         }) as i32
     }
@@ -103,7 +107,9 @@ impl Pd {
             return Err(ENOMEM);
         }
         // SAFETY: checked non-null and not an ERR_PTR above.
-        Ok(Pd { pd: unsafe { NonNull::new_unchecked(pd) } })
+        Ok(Pd {
+            pd: unsafe { NonNull::new_unchecked(pd) },
+        })
     }
 
     pub(crate) fn as_ptr(&self) -> *mut b::ib_pd {
@@ -141,13 +147,21 @@ impl Cq {
     pub(crate) fn from_pool(dev: Device, nr_cqe: u32, comp_vector_hint: i32) -> Result<Self> {
         // SAFETY: `dev` is live.
         let cq = unsafe {
-            b::ib_cq_pool_get(dev.as_ptr(), nr_cqe, comp_vector_hint, b::ib_poll_context_IB_POLL_SOFTIRQ)
+            b::ib_cq_pool_get(
+                dev.as_ptr(),
+                nr_cqe,
+                comp_vector_hint,
+                b::ib_poll_context_IB_POLL_SOFTIRQ,
+            )
         };
         if cq.is_null() || (cq as isize) < 0 && (cq as isize) > -4096 {
             return Err(ENOMEM);
         }
         // SAFETY: checked above.
-        Ok(Cq { cq: unsafe { NonNull::new_unchecked(cq) }, nr_cqe })
+        Ok(Cq {
+            cq: unsafe { NonNull::new_unchecked(cq) },
+            nr_cqe,
+        })
     }
 
     pub(crate) fn as_ptr(&self) -> *mut b::ib_cq {
@@ -176,12 +190,15 @@ unsafe impl Sync for Mr {}
 impl Mr {
     pub(crate) fn new(pd: &Pd, max_pages: u32) -> Result<Self> {
         // SAFETY: `pd` is live.
-        let mr = unsafe { b::ib_alloc_mr(pd.as_ptr(), b::ib_mr_type_IB_MR_TYPE_MEM_REG, max_pages) };
+        let mr =
+            unsafe { b::ib_alloc_mr(pd.as_ptr(), b::ib_mr_type_IB_MR_TYPE_MEM_REG, max_pages) };
         if mr.is_null() || (mr as isize) < 0 && (mr as isize) > -4096 {
             return Err(ENOMEM);
         }
         // SAFETY: checked above.
-        Ok(Mr { mr: unsafe { NonNull::new_unchecked(mr) } })
+        Ok(Mr {
+            mr: unsafe { NonNull::new_unchecked(mr) },
+        })
     }
 
     pub(crate) fn rkey(&self) -> u32 {
@@ -211,7 +228,13 @@ impl Mr {
     pub(crate) fn map_sg(&self, sg: &MappedSg) -> Result {
         // SAFETY: `sg` is DMA-mapped for this MR's device (its invariant).
         let n = unsafe {
-            b::ib_map_mr_sg(self.mr.as_ptr(), sg.sg, sg.count, core::ptr::null_mut(), kernel::page::PAGE_SIZE as u32)
+            b::ib_map_mr_sg(
+                self.mr.as_ptr(),
+                sg.sg,
+                sg.count,
+                core::ptr::null_mut(),
+                kernel::page::PAGE_SIZE as u32,
+            )
         };
         if n != sg.count {
             return Err(EINVAL);
@@ -246,7 +269,12 @@ unsafe impl Send for MappedSg {}
 impl MappedSg {
     /// # Safety
     /// `sg`/`nents` must be a valid SG list that outlives the mapping.
-    pub(crate) unsafe fn map(dev: Device, sg: *mut b::scatterlist, nents: u32, to_device: bool) -> Result<Self> {
+    pub(crate) unsafe fn map(
+        dev: Device,
+        sg: *mut b::scatterlist,
+        nents: u32,
+        to_device: bool,
+    ) -> Result<Self> {
         let dir = if to_device {
             b::dma_data_direction_DMA_TO_DEVICE
         } else {
@@ -257,7 +285,13 @@ impl MappedSg {
         if count <= 0 {
             return Err(EIO);
         }
-        Ok(MappedSg { dev, sg, nents: nents as i32, count, to_device })
+        Ok(MappedSg {
+            dev,
+            sg,
+            nents: nents as i32,
+            count,
+            to_device,
+        })
     }
 }
 
@@ -287,7 +321,12 @@ unsafe impl Send for DmaBuf {}
 unsafe impl Sync for DmaBuf {}
 
 impl DmaBuf {
-    pub(crate) fn new(dev: Device, len: usize, to_device: bool, flags: kernel::alloc::Flags) -> Result<Self> {
+    pub(crate) fn new(
+        dev: Device,
+        len: usize,
+        to_device: bool,
+        flags: kernel::alloc::Flags,
+    ) -> Result<Self> {
         let mut buf = KVec::with_capacity(len, flags)?;
         buf.extend_with(len, 0u8, flags)?;
         // SAFETY: `buf` is a live kmalloc buffer of `len` bytes that stays
@@ -299,7 +338,12 @@ impl DmaBuf {
         if unsafe { b::iser_rs_dma_mapping_error(dev.as_ptr(), dma) } != 0 {
             return Err(ENOMEM);
         }
-        Ok(DmaBuf { buf, dma, dev, to_device })
+        Ok(DmaBuf {
+            buf,
+            dma,
+            dev,
+            to_device,
+        })
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -315,10 +359,11 @@ impl DmaBuf {
     pub(crate) fn for_cpu(&self, len: usize) -> &[u8] {
         let len = len.min(self.buf.len());
         // SAFETY: the range lies in the mapping made in `new`.
-        unsafe { b::iser_rs_dma_sync_for_cpu(self.dev.as_ptr(), self.dma, len, self.to_device as i32) };
+        unsafe {
+            b::iser_rs_dma_sync_for_cpu(self.dev.as_ptr(), self.dma, len, self.to_device as i32)
+        };
         &self.buf[..len]
     }
-
 }
 
 /// A DMA-mapped (to the device) buffer cut into `n` equal slots, each
@@ -356,7 +401,13 @@ impl DmaSlots {
         for _ in 0..n {
             busy.push(core::sync::atomic::AtomicBool::new(false), GFP_KERNEL)?;
         }
-        Ok(DmaSlots { buf, base, slot_len, busy, hint: core::sync::atomic::AtomicU32::new(0) })
+        Ok(DmaSlots {
+            buf,
+            base,
+            slot_len,
+            busy,
+            hint: core::sync::atomic::AtomicU32::new(0),
+        })
     }
 
     /// Claims a free slot (lock-free; any context).
@@ -366,7 +417,10 @@ impl DmaSlots {
         let start = self.hint.load(Ordering::Relaxed) as usize;
         for k in 0..n {
             let i = (start + k) % n;
-            if self.busy[i].compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            if self.busy[i]
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
                 self.hint.store(((i + 1) % n) as u32, Ordering::Relaxed);
                 return Some(SlotToken(i as u32));
             }
@@ -395,7 +449,13 @@ impl DmaSlots {
 
     /// Writes slot `t` with `f` and hands it to the device; returns its
     /// SGE (`len` bytes from the slot start).
-    pub(crate) fn write(&self, t: &mut SlotToken, len: usize, lkey: u32, f: impl FnOnce(&mut [u8])) -> Sge {
+    pub(crate) fn write(
+        &self,
+        t: &mut SlotToken,
+        len: usize,
+        lkey: u32,
+        f: impl FnOnce(&mut [u8]),
+    ) -> Sge {
         let len = len.min(self.slot_len);
         let off = t.0 as usize * self.slot_len;
         // SAFETY: the token is the unique claim of this slot (see
@@ -407,16 +467,24 @@ impl DmaSlots {
         unsafe {
             b::iser_rs_dma_sync_for_device(self.buf.dev.as_ptr(), self.buf.dma + off as u64, len, 1)
         };
-        Sge { addr: self.buf.dma + off as u64, length: len as u32, lkey }
+        Sge {
+            addr: self.buf.dma + off as u64,
+            length: len as u32,
+            lkey,
+        }
     }
-
 }
 
 impl Drop for DmaBuf {
     fn drop(&mut self) {
         // SAFETY: mapped in `new` with these arguments.
         unsafe {
-            b::iser_rs_dma_unmap_single(self.dev.as_ptr(), self.dma, self.buf.len(), self.to_device as i32)
+            b::iser_rs_dma_unmap_single(
+                self.dev.as_ptr(),
+                self.dma,
+                self.buf.len(),
+                self.to_device as i32,
+            )
         };
     }
 }
@@ -474,7 +542,12 @@ impl Cqe {
     /// connection) must outlive every WR naming this Cqe: the owner drains
     /// the QP before freeing either (module docs).
     pub(crate) fn new<T: CqeOwner>(ctx: *const T::Ctx) -> Self {
-        Cqe { raw: b::ib_cqe { done: Some(cqe_done_trampoline::<T>) }, ctx: ctx.cast() }
+        Cqe {
+            raw: b::ib_cqe {
+                done: Some(cqe_done_trampoline::<T>),
+            },
+            ctx: ctx.cast(),
+        }
     }
 
     fn as_ptr(&self) -> *mut b::ib_cqe {
@@ -496,6 +569,9 @@ pub(crate) unsafe trait CqeOwner: Sized {
     fn done(&self, ctx: &Self::Ctx, wc: &Wc<'_>);
 }
 
+/// # Safety
+/// Only called by ib_core for a work completion whose `wr_cqe` is a
+/// [`Cqe`] posted by this module (see [`CqeOwner`]).
 unsafe extern "C" fn cqe_done_trampoline<T: CqeOwner>(_cq: *mut b::ib_cq, wc: *mut b::ib_wc) {
     // SAFETY: ib_core passes a valid WC whose `wr_cqe` is a Cqe we posted;
     // by the `CqeOwner` contract it is the first field of a live `T`, and
@@ -547,7 +623,11 @@ impl QpRef {
 
     /// Posts one receive of `buf` completing on `cqe`.
     pub(crate) fn post_recv(self, cqe: &Cqe, buf: &DmaBuf, lkey: u32) -> Result {
-        let mut sge = b::ib_sge { addr: buf.dma(), length: buf.len() as u32, lkey };
+        let mut sge = b::ib_sge {
+            addr: buf.dma(),
+            length: buf.len() as u32,
+            lkey,
+        };
         let mut wr = b::ib_recv_wr::default();
         wr.__bindgen_anon_1.wr_cqe = cqe.as_ptr();
         wr.sg_list = &mut sge;
@@ -574,14 +654,22 @@ impl QpRef {
         }
         let mut sg = [b::ib_sge::default(); MAX_SGE];
         for (d, s) in sg.iter_mut().zip(sges) {
-            *d = b::ib_sge { addr: s.addr, length: s.length, lkey: s.lkey };
+            *d = b::ib_sge {
+                addr: s.addr,
+                length: s.length,
+                lkey: s.lkey,
+            };
         }
         let mut send = b::ib_send_wr::default();
         send.__bindgen_anon_1.wr_cqe = cqe.as_ptr();
         send.sg_list = sg.as_mut_ptr();
         send.num_sge = sges.len() as i32;
         send.opcode = b::ib_wr_opcode_IB_WR_SEND;
-        send.send_flags = if signaled { b::ib_send_flags_IB_SEND_SIGNALED as i32 } else { 0 };
+        send.send_flags = if signaled {
+            b::ib_send_flags_IB_SEND_SIGNALED as _
+        } else {
+            0
+        };
         let mut reg = [b::ib_reg_wr::default(), b::ib_reg_wr::default()];
         let mut next: *mut b::ib_send_wr = &mut send;
         for (i, r) in regs.iter().enumerate().rev() {
@@ -617,12 +705,20 @@ impl QpRef {
         let mut wr = [b::ib_send_wr::default(), b::ib_send_wr::default()];
         let n = rkeys.len();
         for i in (0..n).rev() {
-            let next: *mut b::ib_send_wr = if i + 1 < n { &mut wr[i + 1] } else { core::ptr::null_mut() };
+            let next: *mut b::ib_send_wr = if i + 1 < n {
+                &mut wr[i + 1]
+            } else {
+                core::ptr::null_mut()
+            };
             let w = &mut wr[i];
             w.opcode = b::ib_wr_opcode_IB_WR_LOCAL_INV;
             w.__bindgen_anon_1.wr_cqe = cqe.as_ptr();
             w.ex.invalidate_rkey = rkeys[i];
-            w.send_flags = if i + 1 == n { b::ib_send_flags_IB_SEND_SIGNALED as i32 } else { 0 };
+            w.send_flags = if i + 1 == n {
+                b::ib_send_flags_IB_SEND_SIGNALED as _
+            } else {
+                0
+            };
             w.next = next;
         }
         // SAFETY: as in `post_send`.

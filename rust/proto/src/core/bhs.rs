@@ -448,7 +448,7 @@ pub fn parse_received_send<'a>(msg: &'a [u8], ctx: &RxContext) -> ProtoResult<Ta
 ///    (1) + AHSLength bytes, padded to 4, exactly filling TotalAHSLength;
 /// 6. per-opcode rules (see the `check_*` notes in each arm).
 pub fn parse_target_pdu<'a>(pdu: &'a [u8], ctx: &RxContext) -> ProtoResult<TargetPdu<'a>> {
-    let (bhs, rest) = pdu.split_at_checked(BHS_LEN).ok_or(ProtoError::Truncated)?;
+    let (bhs, rest) = wire::split_at(pdu, BHS_LEN).ok_or(ProtoError::Truncated)?;
     let b0 = wire::u8_at(bhs, 0).ok_or(ProtoError::Truncated)?;
     let flags = wire::u8_at(bhs, 1).ok_or(ProtoError::Truncated)?;
     let opcode = b0 & OPCODE_MASK;
@@ -484,9 +484,7 @@ pub fn parse_target_pdu<'a>(pdu: &'a [u8], ctx: &RxContext) -> ProtoResult<Targe
             received: received.saturating_add(BHS_LEN as u32),
         });
     }
-    let (ahs, after_ahs) = rest
-        .split_at_checked(ahs_len as usize)
-        .ok_or(ProtoError::Truncated)?;
+    let (ahs, after_ahs) = wire::split_at(rest, ahs_len as usize).ok_or(ProtoError::Truncated)?;
     let data = after_ahs.get(..dsl as usize).ok_or(ProtoError::Truncated)?;
 
     // (5) AHS structure.
@@ -717,9 +715,8 @@ pub fn parse_scsi_response_data(seg: &[u8]) -> ProtoResult<SenseView<'_>> {
     }
     let sense_len = wire::be16_at(seg, 0).ok_or(ProtoError::BadSenseLength)?;
     let body = seg.get(2..).ok_or(ProtoError::BadSenseLength)?;
-    let (sense, response_data) = body
-        .split_at_checked(usize::from(sense_len))
-        .ok_or(ProtoError::BadSenseLength)?;
+    let (sense, response_data) =
+        wire::split_at(body, usize::from(sense_len)).ok_or(ProtoError::BadSenseLength)?;
     Ok(SenseView {
         sense,
         response_data,

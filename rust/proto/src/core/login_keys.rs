@@ -15,6 +15,7 @@
 
 use super::bhs::RxContext;
 use super::error::{LoginKey, ProtoError, ProtoResult};
+use super::wire;
 
 /// Longest key name (RFC 7143 §6.1).
 pub const KEY_MAX_LEN: usize = 63;
@@ -99,13 +100,13 @@ fn split_pair(text: &[u8]) -> ProtoResult<Pair<'_>> {
         .iter()
         .position(|&b| b == 0)
         .ok_or(ProtoError::KeySyntax)?;
-    let (entry, rest) = text.split_at_checked(nul).ok_or(ProtoError::KeySyntax)?;
+    let (entry, rest) = wire::split_at(text, nul).ok_or(ProtoError::KeySyntax)?;
     let rest = rest.get(1..).ok_or(ProtoError::KeySyntax)?;
     let eq = entry
         .iter()
         .position(|&b| b == b'=')
         .ok_or(ProtoError::KeySyntax)?;
-    let (key, value) = entry.split_at_checked(eq).ok_or(ProtoError::KeySyntax)?;
+    let (key, value) = wire::split_at(entry, eq).ok_or(ProtoError::KeySyntax)?;
     let value = value.get(1..).ok_or(ProtoError::KeySyntax)?;
     if !key_name_valid(key) {
         return Err(ProtoError::KeySyntax);

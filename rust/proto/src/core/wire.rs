@@ -69,3 +69,9 @@ pub(super) fn pad4(n: u32) -> u32 {
         None => !3,
     }
 }
+
+/// `buf.split_at(mid)` without a panic: `None` if `mid > buf.len()`.
+/// (`slice::split_at_checked` is newer than the kernel's minimum Rust.)
+pub(super) fn split_at(buf: &[u8], mid: usize) -> Option<(&[u8], &[u8])> {
+    Some((buf.get(..mid)?, buf.get(mid..)?))
+}
