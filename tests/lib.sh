@@ -25,6 +25,8 @@ cd /tmp || true
 case_cleanup() {
     iscsiadm -m node --logoutall=all >/dev/null 2>&1 || true
     iscsiadm -m node -o delete >/dev/null 2>&1 || true
+    local t=$CFG/target/iscsi/$TGT_IQN/tpgt_1
+    [ -d "$t" ] && echo 0 > "$t/attrib/authentication" 2>/dev/null
     lsmod | grep -q '^iser_rs ' && rmmod iser_rs 2>/dev/null
     lsmod | grep -q '^ib_iser ' && rmmod ib_iser 2>/dev/null
     true
@@ -66,8 +68,8 @@ setup_target() {
     local nluns=${1:-1} size=${2:-256} i
     mountpoint -q $CFG || mount -t configfs none $CFG
     local t=$CFG/target/iscsi/$TGT_IQN/tpgt_1
-    [ -d "$t" ] && return 0
     for ((i = 0; i < nluns; i++)); do
+        [ -e "$t/lun/lun_$i" ] && continue
         local nb=$CFG/nullb/iser$i
         mkdir -p "$nb"
         if [ "$(cat "$nb/power")" != 1 ]; then
@@ -86,15 +88,15 @@ setup_target() {
         done
         [ -b "$dev" ] || die "null_blk device for $nb did not appear"
         local bs=$CFG/target/core/iblock_$i/disk$i
-        mkdir -p "$bs"
-        echo "udev_path=$dev" > "$bs/control"
-        echo 1 > "$bs/enable"
-    done
-    mkdir -p "$t"
-    for ((i = 0; i < nluns; i++)); do
+        if [ ! -d "$bs" ]; then
+            mkdir -p "$bs"
+            echo "udev_path=$dev" > "$bs/control"
+            echo 1 > "$bs/enable"
+        fi
         mkdir -p "$t/lun/lun_$i"
-        ln -s "$CFG/target/core/iblock_$i/disk$i" "$t/lun/lun_$i/disk$i"
+        ln -s "$bs" "$t/lun/lun_$i/disk$i"
     done
+    [ "$(cat "$t/enable")" = 1 ] && return 0
     mkdir -p "$t/np/$TGT_IP4:$TGT_PORT"
     echo 1 > "$t/np/$TGT_IP4:$TGT_PORT/iser" || die "LIO: enabling iSER on the portal failed"
     mkdir -p "$t/np/[$TGT_IP6]:$TGT_PORT" 2>/dev/null &&
@@ -109,8 +111,8 @@ setup_target() {
 # target_chap USER SECRET: require one-way CHAP on the target portal group.
 target_chap() {
     local t=$CFG/target/iscsi/$TGT_IQN/tpgt_1
-    echo "$1" > "$t/auth/userid"
-    echo "$2" > "$t/auth/password"
+    echo -n "$1" > "$t/auth/userid"
+    echo -n "$2" > "$t/auth/password"
     echo 1 > "$t/attrib/authentication"
 }
 

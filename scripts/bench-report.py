@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""Host-side report of scripts/bench.
+
+usage: bench-report.py RAW OUTDIR
+
+RAW is the guest's bench-raw.json (or, if the guest died early, the
+partial bench-raw.jsonl). Prints per point the median [min-max] of IOPS,
+p99 completion latency and CPU time per I/O for every initiator, the
+ratios iser_rs/ib_iser and iser_rs/iscsi_tcp, and the raw null_blk
+ceiling; writes OUTDIR/results.json and OUTDIR/results.png.
+Exits 1 when some (initiator, point) has no successful run.
+"""
+import json
+import statistics
+import sys
+from pathlib import Path
+
+INITIATORS = ["iser_rs", "ib_iser", "iscsi_tcp", "raw"]
+LABEL = {"iser_rs": "iser_rs", "ib_iser": "ib_iser", "iscsi_tcp": "iscsi_tcp",
+         "raw": "raw null_blk"}
+COLOR = {"iser_rs": "#d9622b", "ib_iser": "#3b75af", "iscsi_tcp": "#519e3e",
+         "raw": "#9a9a9a"}
+METRICS = ["iops", "bw_bytes", "clat_p50_us", "clat_p99_us", "cpu_us_per_io"]
+# (metric, heading, better-when ratio is)
+SECTIONS = [
+    ("iops", "IOPS", "higher"),
+    ("clat_p99_us", "p99 completion latency (us)", "lower"),
+    ("cpu_us_per_io", "guest CPU time per I/O (us; all CPUs: initiator + target + rxe)",
+     "lower"),
+]
+RATIOS = [("iser_rs", "ib_iser"), ("iser_rs", "iscsi_tcp")]
+
+
+def load(path):
+    text = Path(path).read_text()
+    if path.endswith(".jsonl"):
+        runs = [json.loads(line) for line in text.splitlines() if line.strip()]
+        return {"meta": {"partial": True}, "errors": [], "kernel_reports": [], "runs": runs}
+    return json.loads(text)
+
+
+def stats(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values),
+            "n": len(values), "values": values}
+
+
+def fmt(v):
+    if v is None:
+        return "-"
+    a = abs(v)
+    if a >= 100000:
+        return f"{v / 1000:.0f}k"
+    if a >= 10000:
+        return f"{v / 1000:.1f}k"
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def cell(s):
+    if s is None:
+        return "FAIL"
+    if s["n"] == 1:
+        return fmt(s["median"])
+    return f"{fmt(s['median'])} ({fmt(s['min'])}-{fmt(s['max'])})"
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    raw = load(sys.argv[1])
+    outdir = Path(sys.argv[2])
+    outdir.mkdir(parents=True, exist_ok=True)
+    meta = raw.get("meta", {})
+    runs = raw["runs"]
+
+    # Points and initiators in the order the guest ran them.
+    points = [p["name"] for p in meta.get("points", [])]
+    for r in runs:
+        if r["point"] not in points:
+            points.append(r["point"])
+    inits = [i for i in INITIATORS if any(r["initiator"] == i for r in runs)]
+    inits += sorted({r["initiator"] for r in runs} - set(inits))
+
+    results, failures, missing = {}, {}, []
+    for p in points:
+        results[p] = {}
+        for i in inits:
+            ok = [r for r in runs if r["point"] == p and r["initiator"] == i
+                  and not r.get("failed") and not r.get("error")]
+            bad = [r for r in runs if r["point"] == p and r["initiator"] == i
+                   and (r.get("failed") or r.get("error"))]
+            if bad:
+                failures[f"{i}/{p}"] = len(bad)
+            if not ok:
+                results[p][i] = None
+                missing.append(f"{i}/{p}")
+                continue
+            results[p][i] = {m: stats([r.get(m) for r in ok]) for m in METRICS}
+            results[p][i]["cpu_util"] = stats([r.get("cpu_util") for r in ok])
+
+    def med(p, i, m):
+        c = results[p].get(i)
+        if not c or not c.get(m):
+            return None
+        return c[m]["median"]
+
+    ratios = {}
+    for p in points:
+        ratios[p] = {}
+        for a, b in RATIOS + [("iser_rs", "raw")]:
+            d = {}
+            for m, _, _ in SECTIONS:
+                va, vb = med(p, a, m), med(p, b, m)
+                d[m] = va / vb if va is not None and vb else None
+            ratios[p][f"{a}/{b}"] = d
+
+    # --- table ----------------------------------------------------------------
+    w = max([len(p) for p in points] + [5]) + 2
+    cells = {p: {i: {m: cell(results[p][i][m] if results[p][i] else None)
+                     for m, _, _ in SECTIONS} for i in inits} for p in points}
+    cw = max([len(LABEL.get(i, i)) for i in inits] +
+             [len(cells[p][i][m]) for p in points for i in inits for m, _, _ in SECTIONS]) + 2
+    rcols = [f"{a}/{b}" for a, b in RATIOS if a in inits and b in inits]
+    print()
+    print(f"iser-rs bench: kernel {meta.get('kernel', '?')}, {meta.get('cpus', '?')} vCPUs (QEMU/TCG), "
+          f"{meta.get('runtime_s', '?')} s runs + {meta.get('ramp_s', '?')} s ramp, "
+          f"{meta.get('reps', '?')} rep(s), {meta.get('ioengine', 'libaio')}, direct=1"
+          + (" [QUICK]" if meta.get("quick") else "") + (" [PARTIAL]" if meta.get("partial") else ""))
+    print("cells: median (min-max) over the reps; ratios of medians")
+    for m, head, better in SECTIONS:
+        print()
+        print(f"== {head}; ratio {better} is better")
+        print("point".ljust(w) + "".join(LABEL.get(i, i).rjust(cw) for i in inits)
+              + "".join(c.rjust(19) for c in rcols))
+        for p in points:
+            line = p.ljust(w) + "".join(cells[p][i][m].rjust(cw) for i in inits)
+            for a, b in RATIOS:
+                if a in inits and b in inits:
+                    v = ratios[p][f"{a}/{b}"][m]
+                    line += (f"{v:.2f}x" if v is not None else "-").rjust(19)
+            print(line)
+    if "raw" in inits and "iser_rs" in inits:
+        print()
+        print("iser_rs IOPS as a share of the raw null_blk ceiling: " + ", ".join(
+            f"{p} {ratios[p]['iser_rs/raw']['iops'] * 100:.0f}%"
+            for p in points if ratios[p]["iser_rs/raw"]["iops"] is not None))
+    if failures:
+        print()
+        print("failed runs: " + ", ".join(f"{k} x{v}" for k, v in failures.items()))
+    for e in raw.get("errors", []):
+        print(f"guest error: {e}")
+    for k in raw.get("kernel_reports", []):
+        print(f"KERNEL REPORT: {k}")
+    events = raw.get("events", [])
+    if events:
+        print()
+        print("kernel log events during the runs (connection errors, recoveries):")
+        for e in events:
+            print(f"  round {e['round']} {e['initiator']}: {e['line']}")
+
+    # --- results.json -----------------------------------------------------------
+    doc = {
+        "meta": meta,
+        "initiators": inits,
+        "points": meta.get("points") or [{"name": p} for p in points],
+        "units": {"iops": "I/O per second", "bw_bytes": "bytes per second",
+                  "clat_p50_us": "microseconds", "clat_p99_us": "microseconds",
+                  "cpu_us_per_io": "microseconds of guest CPU (all CPUs) per I/O",
+                  "cpu_util": "busy fraction of all guest CPUs"},
+        "results": results,
+        "ratios": ratios,
+        "failed_runs": failures,
+        "errors": raw.get("errors", []),
+        "kernel_reports": raw.get("kernel_reports", []),
+        "events": raw.get("events", []),
+        "runs": runs,
+    }
+    (outdir / "results.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+    # --- chart ------------------------------------------------------------------
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [("iops", "median IOPS (log)", True),
+              ("clat_p99_us", "p99 completion latency, us (log)", True),
+              ("cpu_us_per_io", "guest CPU per I/O, us", False)]
+    fig, axes = plt.subplots(len(panels), 1, sharex=True,
+                             figsize=(max(7.0, 2.0 + 0.9 * len(points)), 11))
+    width = 0.8 / len(inits)
+    xs = range(len(points))
+    for ax, (m, ylabel, log) in zip(axes, panels):
+        for k, i in enumerate(inits):
+            meds, lo, hi, pos = [], [], [], []
+            for x, p in zip(xs, points):
+                s = results[p][i][m] if results[p][i] else None
+                if s is None:
+                    continue
+                pos.append(x - 0.4 + width * (k + 0.5))
+                meds.append(s["median"])
+                lo.append(s["median"] - s["min"])
+                hi.append(s["max"] - s["median"])
+            ax.bar(pos, meds, width, yerr=[lo, hi], capsize=2, label=LABEL.get(i, i),
+                   color=COLOR.get(i), edgecolor="black", linewidth=0.4,
+                   error_kw={"elinewidth": 0.8})
+        vals = [results[p][i][m]["median"] for p in points for i in inits
+                if results[p][i] and results[p][i][m] and results[p][i][m]["median"] > 0]
+        if log and vals and max(vals) / min(vals) > 20:
+            ax.set_yscale("log")
+        ax.set_ylabel(ylabel)
+        ax.grid(axis="y", which="both", alpha=0.3)
+    axes[0].legend(ncol=len(inits), fontsize=8, loc="upper right")
+    axes[-1].set_xticks(list(xs))
+    axes[-1].set_xticklabels(points, rotation=35, ha="right", fontsize=8)
+    fig.suptitle(
+        f"iser-rs fio bench (QEMU/TCG, {meta.get('cpus', '?')} vCPUs, rxe, LIO on null_blk; "
+        f"{meta.get('reps', '?')} rep(s) x {meta.get('runtime_s', '?')} s; bars: median, "
+        f"whiskers: min/max)" + (" QUICK" if meta.get("quick") else ""), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(outdir / "results.png", dpi=120)
+    return 1 if missing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

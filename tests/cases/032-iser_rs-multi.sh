@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Two LUNs in a session and two concurrent sessions (IPv4 and IPv6
+# portals), all verified at once through iser_rs.
+. "$(dirname "$0")/../lib.sh"
+setup_rdma rxe
+setup_target 2 128
+start_iscsid
+load_initiator ${INITIATOR:-iser_rs}
+login iser "$TGT_IP4:$TGT_PORT" >/dev/null || die "IPv4 login"
+n4=$(session_disks | wc -l)
+[ "$n4" = 2 ] || die "expected 2 LUNs on the IPv4 session, got $n4"
+iscsiadm -m discovery -t st -p "[$TGT_IP6]:$TGT_PORT" -I iser >/dev/null || die "IPv6 discovery"
+iscsiadm -m node -T $TGT_IQN -p "[$TGT_IP6]:$TGT_PORT" -I iser --login >/dev/null || die "IPv6 login"
+for ((i = 0; i < 50; i++)); do [ "$(session_disks | wc -l)" = 4 ] && break; sleep 0.2; done
+nsess=$(iscsiadm -m session | wc -l)
+[ "$nsess" = 2 ] || die "expected 2 sessions, got $nsess"
+disks=$(session_disks)
+log "sessions: $nsess, disks: $(echo $disks)"
+pids=()
+for d in $disks; do
+    fio_verify "$d" --rw=randwrite --bs=16k --iodepth=8 --size=8M --offset=$((RANDOM % 8))M &
+    pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || die "concurrent verify failed"; done
+log "concurrent verify on $(echo $disks | wc -w) disks over 2 sessions clean"
+logout_all
+wait_live_zero || die "live objects after logout: $(live_counts)"
