@@ -6,7 +6,7 @@ setup_rdma rxe
 setup_target 1
 start_iscsid
 load_initiator ib_iser
-disk=$(login iser) || die "ib_iser login"
+disk=$(login iser | head -1); [ -n "$disk" ] || die "ib_iser login"
 log "ib_iser disk: $disk"
 fio_verify "$disk" --rw=randwrite --bs=4k --iodepth=16 || die "fio verify over ib_iser"
 logout_all

@@ -7,7 +7,7 @@ setup_rdma rxe
 setup_target 1
 start_iscsid
 load_initiator iser_rs
-disk=$(login iser) || { dmesg | tail -30; die "login through iser_rs"; }
+disk=$(login iser | head -1); [ -n "$disk" ] || { dmesg | tail -30; die "login through iser_rs"; }
 log "iser_rs disk: $disk ($(cat /sys/block/${disk#/dev/}/size) sectors)"
 iscsiadm -m session -P1 | grep -E "Iface Transport|iSCSI Session State" | sed 's/^/# /'
 fio_verify "$disk" --rw=randwrite --bs=4k --iodepth=16 || die "fio verify 4k"

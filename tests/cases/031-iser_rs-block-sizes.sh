@@ -7,7 +7,7 @@ setup_rdma rxe
 setup_target 1
 start_iscsid
 load_initiator iser_rs
-disk=$(login iser) || die "login through iser_rs"
+disk=$(login iser | head -1); [ -n "$disk" ] || die "login through iser_rs"
 # Small blocks over a small area (TCG is slow), large ones over more.
 for bs in 512 1536 4k 7680 8k 36352 64k 128k 260k 512k 1m; do
     case $bs in 512|1536|4k|7680|8k) size=1M ;; 36352|64k|128k) size=4M ;; *) size=8M ;; esac

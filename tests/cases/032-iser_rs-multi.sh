@@ -16,10 +16,14 @@ nsess=$(iscsiadm -m session | wc -l)
 [ "$nsess" = 2 ] || die "expected 2 sessions, got $nsess"
 disks=$(session_disks)
 log "sessions: $nsess, disks: $(echo $disks)"
+# Each LUN is seen twice (once per session): give every disk node its own
+# region so that no two writers overlap.
 pids=()
+k=0
 for d in $disks; do
-    fio_verify "$d" --rw=randwrite --bs=16k --iodepth=8 --size=8M --offset=$((RANDOM % 8))M &
+    fio_verify "$d" --rw=randwrite --bs=16k --iodepth=8 --size=8M --offset=$((k * 16))M &
     pids+=($!)
+    k=$((k + 1))
 done
 for p in "${pids[@]}"; do wait "$p" || die "concurrent verify failed"; done
 log "concurrent verify on $(echo $disks | wc -w) disks over 2 sessions clean"

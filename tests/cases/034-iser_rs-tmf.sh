@@ -7,9 +7,10 @@ setup_rdma rxe
 setup_target 1
 start_iscsid
 load_initiator ${INITIATOR:-iser_rs}
-disk=$(login iser) || die "login"
-sg_reset -d "$disk" >/dev/null 2>&1 || die "LUN reset (sg_reset -d)"
-sg_reset -t "$disk" >/dev/null 2>&1 || die "target reset (sg_reset -t)"
+disk=$(login iser | head -1); [ -n "$disk" ] || die "login"
+sg=/dev/$(ls /sys/block/${disk#/dev/}/device/scsi_generic/)
+sg_reset -d "$sg" || die "LUN reset (sg_reset -d $sg)"
+sg_reset -t "$sg" || die "target reset (sg_reset -t $sg)"
 fio_verify "$disk" --rw=randwrite --bs=4k --iodepth=8 --size=4M || die "verify after resets"
 
 # LUN 1: a null_blk that completes every command after 4 s (timer mode).
