@@ -192,3 +192,8 @@ struct device *iser_rs_device_dma_parent(struct ib_device *dev)
 {
 	return dev->dev.parent;
 }
+
+u64 iser_rs_sg_dma_address(struct scatterlist *sg)
+{
+	return sg_dma_address(sg);
+}

@@ -40,6 +40,7 @@ void iser_rs_dma_unmap_single(struct ib_device *dev, u64 addr, size_t len, int t
 int iser_rs_dma_mapping_error(struct ib_device *dev, u64 addr);
 void iser_rs_dma_sync_for_cpu(struct ib_device *dev, u64 addr, size_t len, int to_device);
 void iser_rs_dma_sync_for_device(struct ib_device *dev, u64 addr, size_t len, int to_device);
+u64 iser_rs_sg_dma_address(struct scatterlist *sg);
 int iser_rs_dma_map_sg(struct ib_device *dev, struct scatterlist *sg, int nents, int dir);
 void iser_rs_dma_unmap_sg(struct ib_device *dev, struct scatterlist *sg, int nents, int dir);
 struct ib_pd *iser_rs_alloc_pd(struct ib_device *dev);

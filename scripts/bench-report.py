@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Host-side report of scripts/bench.
 
-usage: bench-report.py RAW OUTDIR
+usage: bench-report.py RAW OUTDIR [HOST_JSON]
 
 RAW is the guest's bench-raw.json (or, if the guest died early, the
 partial bench-raw.jsonl). Prints per point the median [min-max] of IOPS,
 p99 completion latency and CPU time per I/O for every initiator, the
 ratios iser_rs/ib_iser and iser_rs/iscsi_tcp, and the raw null_blk
-ceiling; writes OUTDIR/results.json and OUTDIR/results.png.
+ceiling; writes OUTDIR/results.json and OUTDIR/results.png. HOST_JSON
+(from scripts/bench) goes into the metadata: host CPUs, load, other VMs.
 Exits 1 when some (initiator, point) has no successful run.
 """
 import json
@@ -62,22 +63,28 @@ def fmt(v):
     return f"{v:.2f}"
 
 
-def cell(s):
-    if s is None:
+def cell(s, failed=False):
+    if failed:
         return "FAIL"
+    if s is None:
+        return "-"
     if s["n"] == 1:
         return fmt(s["median"])
     return f"{fmt(s['median'])} ({fmt(s['min'])}-{fmt(s['max'])})"
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         print(__doc__, file=sys.stderr)
         return 2
     raw = load(sys.argv[1])
     outdir = Path(sys.argv[2])
     outdir.mkdir(parents=True, exist_ok=True)
     meta = raw.get("meta", {})
+    host = {}
+    if len(sys.argv) > 3:
+        host = json.loads(sys.argv[3])
+        meta["host"] = host
     runs = raw["runs"]
 
     # Points and initiators in the order the guest ran them.
@@ -123,7 +130,7 @@ def main():
 
     # --- table ----------------------------------------------------------------
     w = max([len(p) for p in points] + [5]) + 2
-    cells = {p: {i: {m: cell(results[p][i][m] if results[p][i] else None)
+    cells = {p: {i: {m: cell(results[p][i][m] if results[p][i] else None, not results[p][i])
                      for m, _, _ in SECTIONS} for i in inits} for p in points}
     cw = max([len(LABEL.get(i, i)) for i in inits] +
              [len(cells[p][i][m]) for p in points for i in inits for m, _, _ in SECTIONS]) + 2
@@ -134,6 +141,9 @@ def main():
           f"{meta.get('reps', '?')} rep(s), {meta.get('ioengine', 'libaio')}, direct=1"
           + (" [QUICK]" if meta.get("quick") else "") + (" [PARTIAL]" if meta.get("partial") else ""))
     print("cells: median (min-max) over the reps; ratios of medians")
+    if host.get("other_vms_max", 0) > 0:
+        print(f"WARNING: {host['other_vms_max']} other QEMU VM(s) ran on the host during the bench: "
+              "the numbers are noisy")
     for m, head, better in SECTIONS:
         print()
         print(f"== {head}; ratio {better} is better")

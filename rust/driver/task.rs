@@ -207,6 +207,9 @@ pub(crate) struct IserTask {
     mrs: [Option<u16>; 2],
     /// Registered for local access only (fully unsolicited write).
     local_only: bool,
+    /// Where the Sends of this command's data (immediate and unsolicited
+    /// Data-Out) find it: (base address, lkey).
+    local_data: Option<(u64, u32)>,
     sg: Option<MappedSg>,
     cmd_sent: bool,
     /// A response waiting for local invalidation: receive ring index and
@@ -223,6 +226,7 @@ impl IserTask {
             stags: None,
             mrs: [None, None],
             local_only: false,
+            local_data: None,
             sg: None,
             cmd_sent: false,
             deferred: None,
@@ -354,14 +358,14 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     }
     // Unsolicited Data-Out (iSER §7.3.1, InitialR2T=No): each by a Send
     // whose payload comes straight from the registered buffer.
-    let mr_i = task.data().and_then(|d| d.mrs[1]);
+    let local = task.data().and_then(|d| d.local_data);
     while task.has_unsol_data() {
         let Some(mut slot) = res.tx.slots.claim() else {
             conn.tx_waiting.store(true, Ordering::Release);
             conn.counters.tx_full();
             return Err(ENOBUFS());
         };
-        let Some(mr) = mr_i.and_then(|i| res.mrs.mr(i)) else {
+        let Some((base, lkey)) = local else {
             res.tx.slots.release(slot);
             return Err(EINVAL);
         };
@@ -371,9 +375,9 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
         proto::iser_hdr::IserHeader::control().encode(&mut iser);
         let h = fill_hdr(&res.tx.slots, &mut slot, &iser, &hdr, res.lkey);
         let data = Sge {
-            addr: mr.iova() + off as u64,
+            addr: base + off as u64,
             length: len,
-            lkey: mr.lkey(),
+            lkey,
         };
         let d = &res.tx.descs[slot.index() as usize];
         if let Err(e) = res.qp.post_send(&[], &[], &d.cqe, &[h, data], true) {
@@ -393,9 +397,7 @@ fn send_command(conn: &IserConn, task: &mut Task<'_, IserTask>) -> Result {
     let res = conn.resources().ok_or(ENOTCONN())?;
     let (dir, len, _, _) = task.scsi_data();
     let unsol = task.unsol_len();
-    let imm = task.imm_count();
-    let hdr_len = task.hdr_len().min(BHS_LEN);
-    let Some(mut slot) = res.tx.slots.claim() else {
+    let Some(slot) = res.tx.slots.claim() else {
         conn.tx_waiting.store(true, Ordering::Release);
         conn.counters.tx_full();
         return Err(ENOBUFS());
@@ -412,6 +414,17 @@ fn send_command(conn: &IserConn, task: &mut Task<'_, IserTask>) -> Result {
                 return Err(e);
             }
         };
+        // A write whose data is all unsolicited and contiguous in DMA space
+        // needs no registration at all: its Sends take the data through the
+        // PD's local DMA lkey (local access only; nothing is advertised).
+        if dir == Dir::ToDevice && len <= unsol {
+            if let Some(addr) = mapped.single_segment() {
+                let td = task.data().ok_or(EINVAL)?;
+                td.local_data = Some((addr, res.lkey));
+                td.sg = Some(mapped);
+                return post_command(conn, task, slot, None, None, None, None);
+            }
+        }
         let Some(i) = res.mrs.get() else {
             res.tx.slots.release(slot);
             conn.tx_waiting.store(true, Ordering::Release);
@@ -437,6 +450,7 @@ fn send_command(conn: &IserConn, task: &mut Task<'_, IserTask>) -> Result {
         td.sg = Some(mapped);
         if dir == Dir::ToDevice {
             td.mrs[1] = Some(i);
+            td.local_data = Some((mr.iova(), mr.lkey()));
             if len > unsol {
                 // The solicited rest is RDMA-Read by the target from the
                 // Write STag, at the offset where unsolicited data ends.
@@ -460,6 +474,24 @@ fn send_command(conn: &IserConn, task: &mut Task<'_, IserTask>) -> Result {
         }
         conn.counters.registration();
     }
+    post_command(conn, task, slot, read, write, inv, reg)
+}
+
+/// Sends the command PDU of a prepared task: [local inv] → [REG_MR] → Send
+/// of the iSER header, BHS and immediate data.
+fn post_command(
+    conn: &IserConn,
+    task: &mut Task<'_, IserTask>,
+    mut slot: crate::sys::verbs::SlotToken,
+    read: Option<proto::iser_hdr::StagVa>,
+    write: Option<proto::iser_hdr::StagVa>,
+    inv: Option<u32>,
+    reg: Option<(u16, RemoteAccess)>,
+) -> Result {
+    let res = conn.resources().ok_or(ENOTCONN())?;
+    let (dir, len, _, _) = task.scsi_data();
+    let imm = task.imm_count();
+    let hdr_len = task.hdr_len().min(BHS_LEN);
     let remote_inv = conn.remote_inv.load(Ordering::Acquire);
     let mut stags = TaskStags::new(read.map(|r| r.stag), write.map(|w| w.stag), remote_inv)
         .map_err(|_| EINVAL)?;
@@ -476,16 +508,15 @@ fn send_command(conn: &IserConn, task: &mut Task<'_, IserTask>) -> Result {
     );
     let mut sges = [h, h];
     let mut nsge = 1;
-    let write_mr = td.mrs[1].and_then(|i| res.mrs.mr(i));
     if imm > 0 {
-        let Some(mr) = write_mr else {
+        let Some((base, lkey)) = td.local_data else {
             res.tx.slots.release(slot);
             return Err(EINVAL);
         };
         sges[1] = Sge {
-            addr: mr.iova(),
+            addr: base,
             length: imm,
-            lkey: mr.lkey(),
+            lkey,
         };
         nsge = 2;
     }

@@ -126,16 +126,8 @@ impl CmId {
         // SAFETY: the trampoline matches the handler type; `ctx` validity
         // is the caller's promise.
         let id = unsafe { b::iser_rs_create_id(Some(cm_handler_trampoline::<T>), ctx as *mut _) };
-        if id.is_null() || (id as isize) < 0 && (id as isize) > -4096 {
-            return Err(if id.is_null() {
-                ENOMEM
-            } else {
-                Error::from_errno(id as isize as i32)
-            });
-        }
-        // SAFETY: checked above.
         Ok(CmId {
-            id: unsafe { NonNull::new_unchecked(id) },
+            id: super::from_err_ptr(id)?,
         })
     }
 

@@ -103,13 +103,8 @@ impl Pd {
     pub(crate) fn new(dev: Device) -> Result<Self> {
         // SAFETY: `dev` is live (its invariant).
         let pd = unsafe { b::iser_rs_alloc_pd(dev.as_ptr()) };
-        if pd.is_null() || (pd as isize) < 0 && (pd as isize) > -4096 {
-            return Err(ENOMEM);
-        }
-        // SAFETY: checked non-null and not an ERR_PTR above.
-        Ok(Pd {
-            pd: unsafe { NonNull::new_unchecked(pd) },
-        })
+        let pd = super::from_err_ptr(pd)?;
+        Ok(Pd { pd })
     }
 
     pub(crate) fn as_ptr(&self) -> *mut b::ib_pd {
@@ -154,14 +149,8 @@ impl Cq {
                 b::ib_poll_context_IB_POLL_SOFTIRQ,
             )
         };
-        if cq.is_null() || (cq as isize) < 0 && (cq as isize) > -4096 {
-            return Err(ENOMEM);
-        }
-        // SAFETY: checked above.
-        Ok(Cq {
-            cq: unsafe { NonNull::new_unchecked(cq) },
-            nr_cqe,
-        })
+        let cq = super::from_err_ptr(cq)?;
+        Ok(Cq { cq, nr_cqe })
     }
 
     pub(crate) fn as_ptr(&self) -> *mut b::ib_cq {
@@ -192,13 +181,8 @@ impl Mr {
         // SAFETY: `pd` is live.
         let mr =
             unsafe { b::ib_alloc_mr(pd.as_ptr(), b::ib_mr_type_IB_MR_TYPE_MEM_REG, max_pages) };
-        if mr.is_null() || (mr as isize) < 0 && (mr as isize) > -4096 {
-            return Err(ENOMEM);
-        }
-        // SAFETY: checked above.
-        Ok(Mr {
-            mr: unsafe { NonNull::new_unchecked(mr) },
-        })
+        let mr = super::from_err_ptr(mr)?;
+        Ok(Mr { mr })
     }
 
     pub(crate) fn rkey(&self) -> u32 {
@@ -292,6 +276,19 @@ impl MappedSg {
             count,
             to_device,
         })
+    }
+}
+
+impl MappedSg {
+    /// The DMA address of the mapping when it is one contiguous segment
+    /// (for local access through the PD's local DMA lkey, no MR needed).
+    pub(crate) fn single_segment(&self) -> Option<u64> {
+        if self.count != 1 {
+            return None;
+        }
+        // SAFETY: the list is mapped (type invariant) and has one DMA
+        // segment, whose address the first entry holds.
+        Some(unsafe { b::iser_rs_sg_dma_address(self.sg) })
     }
 }
 

@@ -6,8 +6,13 @@ setup_rdma rxe
 rdma link show rxe0/1 | grep -q ACTIVE || die "rxe0 not ACTIVE"
 rping -s -a $TGT_IP4 -C 3 -v >/dev/null 2>&1 &
 srv=$!
-sleep 1
-rping -c -a $TGT_IP4 -C 3 -v -S 64 >/tmp/rping.out 2>&1 || { cat /tmp/rping.out; die "rping over rxe0"; }
+# The server may take a while to listen on a loaded TCG guest: retry.
+ok=0
+for ((i = 0; i < 10; i++)); do
+    sleep 1
+    rping -c -a $TGT_IP4 -C 3 -v -S 64 >/tmp/rping.out 2>&1 && { ok=1; break; }
+done
+[ $ok = 1 ] || { cat /tmp/rping.out; die "rping over rxe0"; }
 wait $srv || die "rping server"
 rdma link add siw0 type siw netdev veth0 || die "siw0"
 rdma link show siw0/1 | grep -q ACTIVE || die "siw0 not ACTIVE"

@@ -16,17 +16,22 @@ fio_verify "$disk" --rw=randwrite --bs=4k --iodepth=8 --size=4M || die "verify a
 # LUN 1: a null_blk that completes every command after 4 s (timer mode).
 nb=$CFG/nullb/slow1
 mkdir -p $nb
-echo 64 > $nb/size; echo 1 > $nb/memory_backed; echo 2 > $nb/irqmode
-echo 4000000000 > $nb/completion_nsec; echo 1 > $nb/power
+if [ "$(cat $nb/power)" != 1 ]; then
+    echo 64 > $nb/size; echo 1 > $nb/memory_backed; echo 2 > $nb/irqmode
+    echo 4000000000 > $nb/completion_nsec; echo 1 > $nb/power
+fi
 for ((i = 0; i < 50; i++)); do [ -b /dev/slow1 ] && break; sleep 0.1; done
 bs=$CFG/target/core/iblock_9/slow1
-mkdir -p $bs; echo "udev_path=/dev/slow1" > $bs/control; echo 1 > $bs/enable
+if [ ! -d $bs ]; then
+    mkdir -p $bs; echo "udev_path=/dev/slow1" > $bs/control; echo 1 > $bs/enable
+fi
 t=$CFG/target/iscsi/$TGT_IQN/tpgt_1
-mkdir -p $t/lun/lun_1; ln -s $bs $t/lun/lun_1/slow1
+mkdir -p $t/lun/lun_7; ln -s $bs $t/lun/lun_7/slow1
 iscsiadm -m session -R >/dev/null
-for ((i = 0; i < 100; i++)); do [ "$(session_disks | wc -l)" = 2 ] && break; sleep 0.2; done
-slow=$(session_disks | grep -v "^$disk$" | head -1)
-[ -n "$slow" ] || die "slow LUN did not appear"
+slow_disk() { ls /sys/class/iscsi_session/session*/device/target*/*:7/block/ 2>/dev/null | head -1; }
+for ((i = 0; i < 100; i++)); do [ -n "$(slow_disk)" ] && break; sleep 0.2; done
+slow=/dev/$(slow_disk)
+[ "$slow" != /dev/ ] || die "slow LUN did not appear"
 tmf_count() { iscsiadm -m session -s | sed -n 's/.*tmfcmd_pdus: *//p' | head -1; }
 before=$(tmf_count)
 echo 1 > /sys/block/${slow#/dev/}/device/timeout
@@ -38,7 +43,8 @@ log "TMF PDUs: before $before, after $after"
 [ "${after:-0}" -gt "${before:-0}" ] || die "the timeout did not send ABORT TASK"
 echo 30 > /sys/block/${slow#/dev/}/device/timeout 2>/dev/null || true
 disk=$(session_disks | grep -v "^$slow$" | head -1)
+[ -n "$disk" ] || die "fast LUN gone after abort"
 fio_verify "$disk" --rw=randwrite --bs=4k --iodepth=8 --size=4M || die "verify after abort"
 logout_all
 wait_live_zero || die "live objects after logout: $(live_counts)"
-rm -f $t/lun/lun_1/slow1; rmdir $t/lun/lun_1; rmdir $bs 2>/dev/null; true
+rm -f $t/lun/lun_7/slow1; rmdir $t/lun/lun_7; rmdir $bs 2>/dev/null; true
