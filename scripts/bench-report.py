@@ -173,7 +173,7 @@ def main():
         print()
         print("kernel log events during the runs (connection errors, recoveries):")
         for e in events:
-            print(f"  round {e['round']} {e['initiator']}: {e['line']}")
+            print(f"  round {e['round']} {e['initiator']} ({e.get('phase', '?')}): {e['line']}")
 
     # --- results.json -----------------------------------------------------------
     doc = {

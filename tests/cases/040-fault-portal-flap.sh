@@ -15,6 +15,7 @@ fio --name=flap --filename="$disk" --direct=1 --ioengine=libaio --rw=randwrite -
     --output=/tmp/flap.fio >/dev/null 2>&1 &
 fio_pid=$!
 longest=0
+conns_before=$(dmesg | grep -c "iser_rs: connected")
 for round in 1 2 3; do
     sleep 4
     echo 0 > $t/enable
@@ -32,6 +33,8 @@ for round in 1 2 3; do
 done
 wait $fio_pid || { cat /tmp/flap.fio; die "fio verify across portal flaps"; }
 grep -E "err=|verify" /tmp/flap.fio | head -3 | sed 's/^/# /'
-log "3 portal flaps under fio: verify clean, longest reconnect ${longest} ms"
+reconnects=$(( $(dmesg | grep -c "iser_rs: connected") - conns_before ))
+[ $reconnects -ge 3 ] || die "expected >= 3 reconnects through iser_rs, saw $reconnects"
+log "3 portal flaps under fio: $reconnects reconnects, verify clean, longest reconnect ${longest} ms"
 logout_all
 wait_live_zero || die "live objects after logout: $(live_counts)"
