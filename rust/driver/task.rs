@@ -364,17 +364,6 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
         return xmit_mgmt(conn, task);
     }
     if !task.data().ok_or(EINVAL)?.cmd_sent {
-        // All header slots the command needs (its Send and every
-        // unsolicited Data-Out) must be there before the command goes out:
-        // an error after that would make libiscsi send the command again.
-        // Every claim happens under the session's frwd_lock, so this check
-        // cannot be raced by another claimer.
-        let needed = 1 + task.unsol_data_out_count();
-        if res.tx.slots.available() < needed {
-            conn.tx_waiting.store(true, Ordering::Release);
-            conn.counters.tx_full();
-            return Err(ENOBUFS());
-        }
         send_command(conn, &mut task)?;
     }
     // Unsolicited Data-Out (iSER §7.3.1, InitialR2T=No): each by a Send
@@ -382,11 +371,9 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     let local = task.data().and_then(|d| d.local_data);
     while task.has_unsol_data() {
         let Some(mut slot) = res.tx.slots.claim() else {
-            // Cannot happen (reserved above); never return an error now
-            // that the command is out: fail the connection instead.
+            conn.tx_waiting.store(true, Ordering::Release);
             conn.counters.tx_full();
-            conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
-            return Ok(());
+            return Err(ENOBUFS());
         };
         let Some((base, lkey)) = local else {
             res.tx.slots.release(slot);
@@ -403,11 +390,9 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
             lkey,
         };
         let d = &res.tx.descs[slot.index() as usize];
-        if res.qp.post_send(&[], &[], &d.cqe, &[h, data], true).is_err() {
+        if let Err(e) = res.qp.post_send(&[], &[], &d.cqe, &[h, data], true) {
             res.tx.slots.release(slot);
-            conn.counters.post_error();
-            conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
-            return Ok(());
+            return Err(e);
         }
         res.tx.slots.posted(slot);
         conn.counters.tx_bytes(len as u64);

@@ -369,18 +369,6 @@ impl<D> Task<'_, D> {
         unsafe { (*self.raw.as_ptr()).imm_count + (*self.raw.as_ptr()).unsol_r2t.data_length }
     }
 
-    /// Unsolicited Data-Out PDUs this command will send: libiscsi cuts the
-    /// unsolicited data after the immediate part into PDUs of at most
-    /// MaxXmitDataSegmentLength (TargetRecvDataSegmentLength in iSER).
-    pub(crate) fn unsol_data_out_count(&self) -> u32 {
-        // SAFETY: plain field reads of a live task and its connection.
-        unsafe {
-            let t = &*self.raw.as_ptr();
-            let max = (*t.conn).max_xmit_dlength.max(512);
-            t.unsol_r2t.data_length.div_ceil(max)
-        }
-    }
-
     /// Whether unsolicited Data-Out remains to be sent.
     pub(crate) fn has_unsol_data(&self) -> bool {
         // SAFETY: live task.

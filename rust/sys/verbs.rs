@@ -372,7 +372,6 @@ pub(crate) struct DmaSlots {
     slot_len: usize,
     busy: KVec<core::sync::atomic::AtomicBool>,
     hint: core::sync::atomic::AtomicU32,
-    free: core::sync::atomic::AtomicU32,
 }
 
 // SAFETY: slot contents are only written through a `SlotToken`, which is
@@ -405,7 +404,6 @@ impl DmaSlots {
             slot_len,
             busy,
             hint: core::sync::atomic::AtomicU32::new(0),
-            free: core::sync::atomic::AtomicU32::new(n),
         })
     }
 
@@ -421,7 +419,6 @@ impl DmaSlots {
                 .is_ok()
             {
                 self.hint.store(((i + 1) % n) as u32, Ordering::Relaxed);
-                self.free.fetch_sub(1, Ordering::Relaxed);
                 return Some(SlotToken(i as u32));
             }
         }
@@ -437,16 +434,8 @@ impl DmaSlots {
     /// was consumed by `posted`).
     pub(crate) fn release_index(&self, i: u32) {
         if let Some(b) = self.busy.get(i as usize) {
-            if b.swap(false, core::sync::atomic::Ordering::Release) {
-                self.free.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-            }
+            b.store(false, core::sync::atomic::Ordering::Release);
         }
-    }
-
-    /// Slots free now (a lower bound for a caller that is the only one
-    /// claiming: releases only add to it).
-    pub(crate) fn available(&self) -> u32 {
-        self.free.load(core::sync::atomic::Ordering::Relaxed)
     }
 
     /// Gives up the token once a Send names the slot: only its completion
