@@ -54,8 +54,6 @@ pub(crate) const RX_DATA_LEN: usize = proto::bhs::LOGIN_MAX_RECV_DSL as usize;
 /// iSER header + BHS + the largest AHS we accept (none is defined for a
 /// target PDU iSER uses; 4 words of slack) + data.
 pub(crate) const RX_BUF_LEN: usize = proto::bhs::ISER_HEADERS_LEN + 16 + RX_DATA_LEN;
-/// Every how many command Sends one is signaled (ib_iser: 32).
-const SIGNAL_EVERY: u32 = 16;
 /// Address and route resolution timeouts (ms), as ib_iser.
 const RESOLVE_TIMEOUT_MS: u32 = 1000;
 
@@ -117,8 +115,6 @@ pub(crate) struct IserConn {
     pub(crate) tx_waiting: AtomicBool,
     /// The send slot whose Send uses the login buffer (u32::MAX: none).
     login_tx_user: AtomicU32,
-    /// Command Sends posted, for selective signaling.
-    cmd_sends: AtomicU32,
     pub(crate) counters: Counters,
 }
 
@@ -138,7 +134,6 @@ impl IserConn {
                 drained: AtomicBool::new(false),
                 tx_waiting: AtomicBool::new(false),
                 login_tx_user: AtomicU32::new(u32::MAX),
-                cmd_sends: AtomicU32::new(0),
                 counters: Counters::new(),
             },
             GFP_KERNEL,
@@ -276,13 +271,6 @@ impl IserConn {
         }
         self.counters.rx_posted(res.rx.len() as u64);
         Ok(())
-    }
-
-    /// Whether the next command Send is signaled: every `SIGNAL_EVERY`-th,
-    /// so that the send queue's unsignaled WRs are retired regularly (the
-    /// send queue holds `MAX_SEND_WR` >> `SIGNAL_EVERY` WRs).
-    pub(crate) fn next_cmd_signaled(&self) -> bool {
-        self.cmd_sends.fetch_add(1, Ordering::Relaxed) % SIGNAL_EVERY == 0
     }
 
     /// The Send in tx slot `idx` uses the login buffer.

@@ -212,10 +212,6 @@ pub(crate) struct IserTask {
     local_data: Option<(u64, u32)>,
     sg: Option<MappedSg>,
     cmd_sent: bool,
-    /// Header slot of an unsignaled command Send: released when the
-    /// response arrives (the target cannot answer a command it did not
-    /// receive), or at cleanup.
-    cmd_slot: Option<u32>,
     /// A response waiting for local invalidation: receive ring index and
     /// received length.
     deferred: Option<(u16, u32)>,
@@ -233,7 +229,6 @@ impl IserTask {
             local_data: None,
             sg: None,
             cmd_sent: false,
-            cmd_slot: None,
             deferred: None,
             inv_posted: proto::task::StagList::default(),
         }
@@ -290,11 +285,6 @@ pub(crate) fn on_scsi_response(
         };
     };
     let todo = stags.on_response(inv)?;
-    if let Some(i) = t.cmd_slot.take() {
-        if let Some(res) = conn.resources() {
-            res.tx.slots.release_index(i);
-        }
-    }
     if inv.is_some() {
         conn.counters.remote_inv();
     }
@@ -535,15 +525,8 @@ fn post_command(
     let invs = inv.as_slice();
     td.stags = Some(stags);
     let d = &res.tx.descs[slot.index() as usize];
-    // Only every SIGNAL_EVERY-th command Send asks for a completion (the
-    // provider retires the unsignaled ones with it); the others' header
-    // slots are released by their response.
-    let signaled = conn.next_cmd_signaled();
-    let idx = slot.index();
-    td.cmd_slot = if signaled { None } else { Some(idx) };
-    if let Err(e) = res.qp.post_send(invs, regs, &d.cqe, &sges[..nsge], signaled) {
+    if let Err(e) = res.qp.post_send(invs, regs, &d.cqe, &sges[..nsge], true) {
         td.stags = None;
-        td.cmd_slot = None;
         res.tx.slots.release(slot);
         return Err(e);
     }
@@ -635,16 +618,10 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
     td.mrs = [None, None];
     td.stags = None;
     td.deferred = None;
-    let cmd_slot = td.cmd_slot.take();
     let sg = td.sg.take();
     if let Some(res) = conn.and_then(|c| c.resources()) {
         for i in mrs.into_iter().flatten() {
             res.mrs.put(i, live || local_only);
-        }
-        // No response came (aborted, or the connection failed and its QP
-        // was drained): the Send is long done or flushed.
-        if let Some(i) = cmd_slot {
-            res.tx.slots.release_index(i);
         }
     }
     drop(sg);
