@@ -140,6 +140,8 @@ def main():
           f"{meta.get('runtime_s', '?')} s runs + {meta.get('ramp_s', '?')} s ramp, "
           f"{meta.get('reps', '?')} rep(s), {meta.get('ioengine', 'libaio')}, direct=1"
           + (" [QUICK]" if meta.get("quick") else "") + (" [PARTIAL]" if meta.get("partial") else ""))
+    if host.get("git"):
+        print(f"module: git {host['git']}, iser_rs.ko sha256 {host.get('iser_rs_ko_sha256', '?')}...")
     print("cells: median (min-max) over the reps; ratios of medians")
     if host.get("other_vms_max", 0) > 0:
         print(f"WARNING: {host['other_vms_max']} other QEMU VM(s) ran on the host during the bench: "
@@ -166,6 +168,8 @@ def main():
         print("failed runs: " + ", ".join(f"{k} x{v}" for k, v in failures.items()))
     for e in raw.get("errors", []):
         print(f"guest error: {e}")
+    for e in raw.get("warnings", []):
+        print(f"guest warning: {e}")
     for k in raw.get("kernel_reports", []):
         print(f"KERNEL REPORT: {k}")
     events = raw.get("events", [])
@@ -188,6 +192,7 @@ def main():
         "ratios": ratios,
         "failed_runs": failures,
         "errors": raw.get("errors", []),
+        "warnings": raw.get("warnings", []),
         "kernel_reports": raw.get("kernel_reports", []),
         "events": raw.get("events", []),
         "runs": runs,
