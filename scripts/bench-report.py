@@ -204,14 +204,24 @@ def main():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [("iops", "median IOPS (log)", True),
-              ("clat_p99_us", "p99 completion latency, us (log)", True),
-              ("cpu_us_per_io", "guest CPU per I/O, us", False)]
+    from matplotlib.ticker import FuncFormatter
+
+    def human(v, _pos=None):
+        if v >= 1000000:
+            return f"{v / 1000000:g}M"
+        if v >= 1000:
+            return f"{v / 1000:g}k"
+        return f"{v:g}"
+
+    # (metric, axis label, log scale allowed, value labels on the bars)
+    panels = [("iops", "IOPS (median)", True, True),
+              ("clat_p99_us", "p99 completion latency, us", True, False),
+              ("cpu_us_per_io", "guest CPU per I/O, us", True, False)]
     fig, axes = plt.subplots(len(panels), 1, sharex=True,
-                             figsize=(max(7.0, 2.0 + 0.9 * len(points)), 11))
+                             figsize=(max(7.5, 2.0 + 0.9 * len(points)), 11.5))
     width = 0.8 / len(inits)
     xs = range(len(points))
-    for ax, (m, ylabel, log) in zip(axes, panels):
+    for ax, (m, ylabel, log, labels) in zip(axes, panels):
         for k, i in enumerate(inits):
             meds, lo, hi, pos = [], [], [], []
             for x, p in zip(xs, points):
@@ -222,23 +232,38 @@ def main():
                 meds.append(s["median"])
                 lo.append(s["median"] - s["min"])
                 hi.append(s["max"] - s["median"])
-            ax.bar(pos, meds, width, yerr=[lo, hi], capsize=2, label=LABEL.get(i, i),
-                   color=COLOR.get(i), edgecolor="black", linewidth=0.4,
-                   error_kw={"elinewidth": 0.8})
+            bars = ax.bar(pos, meds, width, yerr=[lo, hi], capsize=2, label=LABEL.get(i, i),
+                          color=COLOR.get(i), edgecolor="black", linewidth=0.4,
+                          error_kw={"elinewidth": 0.8})
+            if labels:
+                ax.bar_label(bars, labels=[human(float(f"{v:.3g}")) for v in meds],
+                             fontsize=6, rotation=90, padding=2)
         vals = [results[p][i][m]["median"] for p in points for i in inits
                 if results[p][i] and results[p][i][m] and results[p][i][m]["median"] > 0]
         if log and vals and max(vals) / min(vals) > 20:
             ax.set_yscale("log")
-        ax.set_ylabel(ylabel)
-        ax.grid(axis="y", which="both", alpha=0.3)
-    axes[0].legend(ncol=len(inits), fontsize=8, loc="upper right")
+            ax.set_ylabel(ylabel + " (log)")
+            top = max(vals) * (4 if labels else 2)
+            ax.set_ylim(min(vals) / 2, top)
+        else:
+            ax.set_ylabel(ylabel)
+            if vals:
+                ax.set_ylim(0, max(vals) * (1.25 if labels else 1.1))
+        ax.yaxis.set_major_formatter(FuncFormatter(human))
+        ax.grid(axis="y", which="major", alpha=0.35)
+        ax.grid(axis="y", which="minor", alpha=0.12)
     axes[-1].set_xticks(list(xs))
     axes[-1].set_xticklabels(points, rotation=35, ha="right", fontsize=8)
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, ncol=len(inits), fontsize=8, loc="upper center",
+               bbox_to_anchor=(0.5, 0.955), frameon=False)
+    reps_s = f"{meta.get('reps', '?')} rep(s) x {meta.get('runtime_s', '?')} s"
     fig.suptitle(
-        f"iser-rs fio bench (QEMU/TCG, {meta.get('cpus', '?')} vCPUs, rxe, LIO on null_blk; "
-        f"{meta.get('reps', '?')} rep(s) x {meta.get('runtime_s', '?')} s; bars: median, "
-        f"whiskers: min/max)" + (" QUICK" if meta.get("quick") else ""), fontsize=9)
-    fig.tight_layout()
+        "iser-rs fio benchmark" + (" (QUICK)" if meta.get("quick") else "") + "\n"
+        f"QEMU/TCG {meta.get('cpus', '?')} vCPUs, rxe on veth, LIO on null_blk, "
+        f"kernel {meta.get('kernel', '?')}; {reps_s}; bars: median, whiskers: min/max",
+        fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
     fig.savefig(outdir / "results.png", dpi=120)
     return 1 if missing else 0
 
