@@ -145,10 +145,10 @@ impl Conn {
         if hdr.len() < BHS_LEN {
             return Err(b::iscsi_err_ISCSI_ERR_PROTO);
         }
-        // SAFETY: the connection is bound and live (the caller holds it
-        // through the endpoint, cleared before libiscsi frees it); `hdr`
-        // holds a full BHS and `data` the PDU's data segment. libiscsi only
-        // reads both, whatever its prototype says.
+        // The connection is bound and live (the caller holds it through the
+        // endpoint, cleared before libiscsi frees it).
+        // SAFETY: live connection (above); `hdr` holds a full BHS, `data`
+        // the data segment; libiscsi only reads both despite its prototype.
         let rc = unsafe {
             b::iscsi_complete_pdu(
                 self.0.as_ptr(),
