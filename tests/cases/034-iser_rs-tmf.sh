@@ -13,12 +13,13 @@ sg_reset -d "$sg" || die "LUN reset (sg_reset -d $sg)"
 sg_reset -t "$sg" || die "target reset (sg_reset -t $sg)"
 fio_verify "$disk" --rw=randwrite --bs=4k --iodepth=8 --size=4M || die "verify after resets"
 
-# LUN 1: a null_blk that completes every command after 4 s (timer mode).
+# LUN 7: a null_blk that completes every command after 10 s (timer mode):
+# longer than libiscsi's timeout grace, so the timeout always aborts.
 nb=$CFG/nullb/slow1
 mkdir -p $nb
 if [ "$(cat $nb/power)" != 1 ]; then
     echo 64 > $nb/size; echo 1 > $nb/memory_backed; echo 2 > $nb/irqmode
-    echo 4000000000 > $nb/completion_nsec; echo 1 > $nb/power
+    echo 10000000000 > $nb/completion_nsec; echo 1 > $nb/power
 fi
 for ((i = 0; i < 50; i++)); do [ -b /dev/slow1 ] && break; sleep 0.1; done
 bs=$CFG/target/core/iblock_9/slow1
