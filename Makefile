@@ -5,6 +5,7 @@
 #   make check      all tests: host (cargo) and guest (VM), ends with "N passed, N failed"
 #   make bench      fio benchmark iser_rs vs ib_iser vs iscsi_tcp (ratios, JSON, chart)
 #   make kernel     only build (or find) the cached test kernel
+#   make peer       build tools/iser-peer, the userspace iSER test target (host binary)
 #   make clippy     the kernel's CLIPPY=1 lint build of the module
 #
 # DEBUG=1 selects the debug kernel (KASAN, lockdep, kmemleak, ...) for all of them.
@@ -20,9 +21,13 @@ KDIR ?= $(shell $(REPO)/scripts/build-kernel)
 KMAKE = $(MAKE) -C $(KDIR) M=$(REPO) RUSTC=$(RUSTC_KERNEL) BINDGEN=$(BINDGEN_KERNEL) \
         $(if $(filter 1,$(DEBUG)),LLVM=1)
 
-.PHONY: all modules deps kernel run check check-host check-guest bench clippy fmt clean
+.PHONY: all modules peer deps kernel run check check-host check-guest bench clippy fmt clean
 
-all: modules
+all: modules peer
+
+# The guest tests run the host-built peer (the guest sees the host's files).
+peer: deps
+	cargo build --release --manifest-path $(REPO)/tools/iser-peer/Cargo.toml
 
 deps:
 	@$(REPO)/scripts/install-deps
@@ -38,6 +43,7 @@ clippy: deps
 
 fmt:
 	cargo fmt --manifest-path rust/proto/Cargo.toml
+	cargo fmt --manifest-path tools/iser-peer/Cargo.toml
 	rustfmt --edition 2021 --config-path $(REPO)/.rustfmt.toml rust/*.rs rust/sys/*.rs rust/driver/*.rs
 
 run: modules

@@ -1,0 +1,216 @@
+//! Command line of the peer.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Per-connection / per-command behaviours (`--mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Polite,
+    InvWrong,
+    InvOther,
+    InvNone,
+    BadVersion,
+    RsvdBits,
+    WsvZero,
+    BigData,
+    UnknownItt,
+    DataInCtrl,
+    R2tCtrl,
+    StatusFirst,
+    DupStatus,
+    Rnr,
+    Disconnect,
+    Stall,
+    Hello,
+    LoginDigest,
+    LoginNoRdma,
+}
+
+pub const MODES: &[(&str, Mode)] = &[
+    ("polite", Mode::Polite),
+    ("inv-wrong", Mode::InvWrong),
+    ("inv-other", Mode::InvOther),
+    ("inv-none", Mode::InvNone),
+    ("bad-version", Mode::BadVersion),
+    ("rsvd-bits", Mode::RsvdBits),
+    ("wsv-zero", Mode::WsvZero),
+    ("big-data", Mode::BigData),
+    ("unknown-itt", Mode::UnknownItt),
+    ("datain-ctrl", Mode::DataInCtrl),
+    ("r2t-ctrl", Mode::R2tCtrl),
+    ("status-first", Mode::StatusFirst),
+    ("dup-status", Mode::DupStatus),
+    ("rnr", Mode::Rnr),
+    ("disconnect", Mode::Disconnect),
+    ("stall", Mode::Stall),
+    ("hello", Mode::Hello),
+    ("login-digest", Mode::LoginDigest),
+    ("login-nordma", Mode::LoginNoRdma),
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrivateData {
+    /// ZBVA_NOT_USED, plus SEND_W_INV_NOT_USED unless we use SendInvSE.
+    Auto,
+    /// No private data in the accept (as tgt).
+    None,
+    /// Exactly this flags byte.
+    Flags(u8),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DataAck {
+    Off,
+    /// Zero-length Read after each burst when the negotiated ERL >= 1 (the
+    /// A-bit rule).
+    Erl,
+    /// As if the A-bit were set on every burst, whatever the ERL.
+    Always,
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub addr: SocketAddr,
+    pub iqn: String,
+    pub lun_mb: u64,
+    pub mode: Mode,
+    pub at: u64,
+    pub every: u64,
+    pub conn: Option<u64>,
+    pub private_data: PrivateData,
+    pub send_inv: bool,
+    pub data_ack: DataAck,
+    pub probe: u32,
+    pub probe_delay_ms: u64,
+    pub erl: u8,
+    pub trdsl: u32,
+    pub stats: Option<PathBuf>,
+}
+
+pub const USAGE: &str = "usage: iser-peer [options] ADDRESS [PORT]
+  --iqn IQN              target name (default iqn.2026-11.test.iser-rs:peer)
+  --lun-mb N             RAM LUN size in MiB (default 64)
+  --mode NAME            behaviour (default polite); one of:
+                         polite inv-wrong inv-other inv-none bad-version rsvd-bits
+                         wsv-zero big-data unknown-itt datain-ctrl r2t-ctrl
+                         status-first dup-status rnr disconnect stall hello
+                         login-digest login-nordma
+  --at N                 the mode fires on the N-th READ/WRITE (default 40)
+  --every N              ... and again every N READ/WRITEs after that
+  --conn K               ... only on the K-th normal-session connection
+  --no-private-data      accept without private data (as tgt)
+  --private-data HEX     accept with this iser_cm_hdr flags byte
+  --no-send-inv          never use Send with Invalidate
+  --data-ack             zero-length RDMA Read after the Data-In bursts that
+                         carry the A-bit (negotiated ERL >= 1), status after it
+  --data-ack-always      the same whatever the ERL
+  --probe N              N post-completion probes (RDMA Write/Read with the
+                         STags of a completed command; each costs a reconnect)
+  --probe-delay-ms N     wait after the status Send completes (default 300)
+  --erl N                highest ErrorRecoveryLevel accepted (default 0)
+  --trdsl N              TargetRecvDataSegmentLength (default 8192)
+  --stats FILE           counters (key=value), rewritten while running and at exit";
+
+fn num<T: std::str::FromStr>(v: Option<String>, what: &str) -> Result<T, String> {
+    v.ok_or(format!("{what} needs a value"))?
+        .parse()
+        .map_err(|_| format!("bad value for {what}"))
+}
+
+impl Config {
+    pub fn parse(args: impl Iterator<Item = String>) -> Result<Config, String> {
+        let mut args = args.peekable();
+        let mut pos = Vec::new();
+        let mut c = Config {
+            addr: "0.0.0.0:3260".parse().unwrap(),
+            iqn: "iqn.2026-11.test.iser-rs:peer".into(),
+            lun_mb: 64,
+            mode: Mode::Polite,
+            at: 40,
+            every: 0,
+            conn: None,
+            private_data: PrivateData::Auto,
+            send_inv: true,
+            data_ack: DataAck::Off,
+            probe: 0,
+            probe_delay_ms: 300,
+            erl: 0,
+            trdsl: 8192,
+            stats: None,
+        };
+        while let Some(a) = args.next() {
+            match a.as_str() {
+                "--iqn" => c.iqn = args.next().ok_or("--iqn needs a value")?,
+                "--lun-mb" => c.lun_mb = num(args.next(), &a)?,
+                "--mode" => {
+                    let m = args.next().ok_or("--mode needs a value")?;
+                    c.mode = MODES
+                        .iter()
+                        .find(|(n, _)| *n == m)
+                        .map(|(_, m)| *m)
+                        .ok_or(format!("unknown mode {m}"))?;
+                }
+                "--at" => c.at = num(args.next(), &a)?,
+                "--every" => c.every = num(args.next(), &a)?,
+                "--conn" => c.conn = Some(num(args.next(), &a)?),
+                "--no-private-data" => c.private_data = PrivateData::None,
+                "--private-data" => {
+                    let v = args.next().ok_or("--private-data needs a value")?;
+                    c.private_data = PrivateData::Flags(
+                        u8::from_str_radix(v.trim_start_matches("0x"), 16)
+                            .map_err(|_| "bad --private-data")?,
+                    );
+                }
+                "--no-send-inv" => c.send_inv = false,
+                "--data-ack" => c.data_ack = DataAck::Erl,
+                "--data-ack-always" => c.data_ack = DataAck::Always,
+                "--probe" => c.probe = num(args.next(), &a)?,
+                "--probe-delay-ms" => c.probe_delay_ms = num(args.next(), &a)?,
+                "--erl" => c.erl = num(args.next(), &a)?,
+                "--trdsl" => c.trdsl = num(args.next(), &a)?,
+                "--stats" => c.stats = Some(args.next().ok_or("--stats needs a value")?.into()),
+                "-h" | "--help" => return Err(USAGE.into()),
+                s if s.starts_with("--") => return Err(format!("unknown option {s}\n{USAGE}")),
+                _ => pos.push(a),
+            }
+        }
+        let host = pos.first().ok_or(USAGE)?;
+        let port: u16 = match pos.get(1) {
+            Some(p) => p.parse().map_err(|_| "bad port")?,
+            None => 3260,
+        };
+        let ip: std::net::IpAddr = host
+            .trim_matches(['[', ']'])
+            .parse()
+            .map_err(|_| "bad address")?;
+        c.addr = SocketAddr::new(ip, port);
+        if c.lun_mb == 0 || c.trdsl < 512 {
+            return Err(
+                "LUN size and TargetRecvDataSegmentLength must be positive (trdsl >= 512)".into(),
+            );
+        }
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Result<Config, String> {
+        Config::parse(s.split_whitespace().map(String::from))
+    }
+
+    #[test]
+    fn parses() {
+        let c = p("--mode stall --at 5 --every 3 --no-private-data 192.0.2.1 3261").unwrap();
+        assert_eq!(c.mode, Mode::Stall);
+        assert_eq!((c.at, c.every), (5, 3));
+        assert_eq!(c.private_data, PrivateData::None);
+        assert_eq!(c.addr.port(), 3261);
+        assert!(p("--mode nope 1.2.3.4").is_err());
+        assert!(p("").is_err());
+        assert_eq!(p("2001:db8::1").unwrap().addr.port(), 3260);
+    }
+}

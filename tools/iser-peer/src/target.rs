@@ -1,0 +1,1280 @@
+//! The iSER target: connections, login, full feature phase, the RAM LUN's
+//! data movement, and the probing and hostile behaviours. Safe Rust over
+//! [`crate::verbs`].
+
+use crate::config::{Config, DataAck, Mode, PrivateData};
+use crate::scsi::{self, Action};
+use crate::sys::{ibv_wc_status, rdma_cm_event_type as Ev};
+use crate::verbs::{CmEvent, DmaBuf, Endpoint, IdKey, Local, Mr, Wc};
+use iser_proto::cm_private::{ISER_SEND_W_INV_NOT_SUP, ISER_ZBVA_NOT_SUP};
+use iser_proto::iser_hdr::{IserHeader, StagVa, ISER_HDR_LEN, ISER_RSV, ISER_VER, ISER_WSV};
+use iser_proto::login_keys::{pairs, parse_number, TextWriter};
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+const BHS: usize = 48;
+const HDRS: usize = ISER_HDR_LEN + BHS;
+/// Receive buffers we post, and their size (iSER headers + our declared
+/// TargetRecvDataSegmentLength, with slack to see oversized PDUs).
+const NRECV: u32 = 256;
+const SEND_SLOTS: u32 = 1024;
+const SEND_SLOT: usize = 9216;
+const SEND_WR: u32 = 2048;
+const SCRATCH_SLOTS: u32 = 128;
+const SCRATCH_SLOT: usize = 4096;
+/// CmdSN window granted to the initiator.
+const WINDOW: u32 = 64;
+/// NOP-Ins the RNR mode fires at once.
+const RNR_BURST: u32 = 600;
+
+// wr_id kinds (top byte).
+const K_RECV: u64 = 1;
+const K_SEND: u64 = 2;
+const K_WRITE: u64 = 3;
+const K_READ: u64 = 4;
+const K_ZREAD: u64 = 5;
+const K_PROBE: u64 = 6;
+const K_LATE: u64 = 7;
+
+fn wr(kind: u64, v: u64) -> u64 {
+    kind << 56 | (v & 0x00ff_ffff_ffff_ffff)
+}
+
+fn be32(b: &[u8], o: usize) -> u32 {
+    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+
+/// Counters printed at exit and written to the stats file.
+#[derive(Default, Debug)]
+pub struct Counters {
+    pub connections: u64,
+    pub logins: u64,
+    pub login_failures: u64,
+    pub discovery_logins: u64,
+    pub commands: u64,
+    pub data_commands: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub send_inv: u64,
+    pub data_acks: u64,
+    pub probes_access_error: u64,
+    pub probes_succeeded: u64,
+    pub probes_other_error: u64,
+    pub mode_events: u64,
+    pub late_access_error: u64,
+    pub late_succeeded: u64,
+    pub tmfs: u64,
+    pub aborts: u64,
+    pub nop_outs: u64,
+    pub logouts: u64,
+    pub completion_errors: u64,
+    pub protocol_errors: u64,
+    pub disconnects_by_peer: u64,
+    pub disconnects_by_initiator: u64,
+}
+
+impl Counters {
+    pub fn render(&self) -> String {
+        let s = format!("{self:?}");
+        // "Counters { a: 1, b: 2 }" -> "a=1\nb=2\n"
+        let inner = s.trim_start_matches("Counters {").trim_end_matches('}');
+        inner
+            .split(',')
+            .map(|kv| kv.trim().replacen(": ", "=", 1))
+            .filter(|l| !l.is_empty())
+            .map(|l| l + "\n")
+            .collect()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dir {
+    Read,
+    Write,
+    None,
+}
+
+/// Which access the next probe tries, on which kind of command.
+#[derive(Clone, Copy, Debug)]
+struct ProbePlan {
+    on: Dir,
+    rdma_write: bool,
+}
+
+const PROBES: [ProbePlan; 4] = [
+    ProbePlan {
+        on: Dir::Read,
+        rdma_write: true,
+    },
+    ProbePlan {
+        on: Dir::Read,
+        rdma_write: false,
+    },
+    ProbePlan {
+        on: Dir::Write,
+        rdma_write: false,
+    },
+    ProbePlan {
+        on: Dir::Write,
+        rdma_write: true,
+    },
+];
+
+struct Task {
+    itt: u32,
+    dir: Dir,
+    read: Option<StagVa>,
+    write: Option<StagVa>,
+    edtl: u32,
+    /// Data-In still to be acknowledged by zero-length Reads.
+    acks_pending: u32,
+    reads_pending: u32,
+    status: u8,
+    sense: Vec<u8>,
+    residual: Option<(bool, u32)>,
+    hostile: Option<Mode>,
+    probe: Option<ProbePlan>,
+    scratch: Option<u32>,
+    stalled: bool,
+}
+
+impl Task {
+    fn stag(&self) -> Option<u32> {
+        self.read.or(self.write).map(|s| s.stag)
+    }
+}
+
+#[derive(PartialEq, Eq)]
+enum Phase {
+    Login,
+    Ffp,
+}
+
+enum Timer {
+    Probe {
+        read: Option<StagVa>,
+        write: Option<StagVa>,
+        plan: ProbePlan,
+    },
+}
+
+/// Shared peer state (all connections).
+pub struct Peer {
+    pub cfg: Config,
+    pub lun: Rc<DmaBuf>,
+    pub c: Counters,
+    pub conns: HashMap<IdKey, Conn>,
+    armed: bool,
+    next_probe: usize,
+    normal_conns: u64,
+    next_tsih: u16,
+    pub dirty: bool,
+}
+
+pub struct Conn {
+    // Field order = drop order: MRs before the endpoint's PD.
+    recv: Mr,
+    send: Mr,
+    scratch: Mr,
+    lun: Mr,
+    big: Option<Mr>,
+    ep: Endpoint,
+    send_free: Vec<u32>,
+    scratch_free: Vec<u32>,
+    remote_inv: bool,
+    phase: Phase,
+    discovery: bool,
+    index: u64,
+    irdsl: u32,
+    erl: u8,
+    max_burst: u32,
+    stat_sn: u32,
+    exp_cmd_sn: u32,
+    tasks: BTreeMap<u32, Task>,
+    timers: Vec<(Instant, Timer)>,
+    closing: bool,
+    probe_armed_after: Option<u64>,
+    data_cmds: u64,
+    name: String,
+}
+
+fn log(msg: &str) {
+    eprintln!("iser-peer: {msg}");
+}
+
+impl Peer {
+    pub fn new(cfg: Config) -> std::io::Result<Peer> {
+        let lun = DmaBuf::new((cfg.lun_mb << 20) as usize)?;
+        Ok(Peer {
+            cfg,
+            lun,
+            c: Counters::default(),
+            conns: HashMap::new(),
+            armed: false,
+            next_probe: 0,
+            normal_conns: 0,
+            next_tsih: 1,
+            dirty: true,
+        })
+    }
+
+    fn blocks(&self) -> u64 {
+        self.lun.len() as u64 / scsi::BLOCK
+    }
+
+    pub fn cm_event(&mut self, ev: CmEvent) {
+        self.dirty = true;
+        match ev.kind {
+            Ev::RDMA_CM_EVENT_CONNECT_REQUEST => {
+                let mut ev = ev;
+                let Some(id) = ev.new_id.take() else { return };
+                if let Err(e) = self.accept(id, &ev) {
+                    log(&format!("accept failed: {e}"));
+                }
+            }
+            Ev::RDMA_CM_EVENT_ESTABLISHED => {
+                if let Some(c) = self.conns.get(&ev.id) {
+                    log(&format!("{}: established", c.name));
+                }
+            }
+            Ev::RDMA_CM_EVENT_DISCONNECTED => {
+                if let Some(c) = self.conns.remove(&ev.id) {
+                    if !c.closing {
+                        self.c.disconnects_by_initiator += 1;
+                    }
+                    log(&format!(
+                        "{}: disconnected ({} tasks open)",
+                        c.name,
+                        c.tasks.len()
+                    ));
+                    c.ep.disconnect();
+                }
+            }
+            Ev::RDMA_CM_EVENT_TIMEWAIT_EXIT => {}
+            _ => {
+                if let Some(c) = self.conns.remove(&ev.id) {
+                    log(&format!(
+                        "{}: {} (status {}), dropped",
+                        c.name,
+                        ev.name(),
+                        ev.status
+                    ));
+                }
+            }
+        }
+    }
+
+    fn accept(&mut self, id: crate::verbs::CmId, ev: &CmEvent) -> std::io::Result<()> {
+        self.c.connections += 1;
+        let req_flags = ev.private_data.as_ref().and_then(|p| p.first().copied());
+        let ep = Endpoint::new(id, SEND_WR, NRECV)?;
+        let recv = ep.register(&DmaBuf::new(NRECV as usize * self.recv_slot())?)?;
+        let send = ep.register(&DmaBuf::new(SEND_SLOTS as usize * SEND_SLOT)?)?;
+        let scratch = ep.register(&DmaBuf::new(SCRATCH_SLOTS as usize * SCRATCH_SLOT)?)?;
+        let lun = ep.register(&self.lun)?;
+        // Remote invalidation: only if the initiator offered it (its
+        // request lacks SEND_W_INV_NOT_SUP) and we announce it.
+        let ini_inv = req_flags.is_some_and(|f| f & ISER_SEND_W_INV_NOT_SUP == 0);
+        let (pd, remote_inv): (Option<[u8; 4]>, bool) = match self.cfg.private_data {
+            PrivateData::None => (None, false),
+            PrivateData::Auto if ini_inv && self.cfg.send_inv => {
+                ([ISER_ZBVA_NOT_SUP, 0, 0, 0].into(), true)
+            }
+            PrivateData::Auto => (
+                [ISER_ZBVA_NOT_SUP | ISER_SEND_W_INV_NOT_SUP, 0, 0, 0].into(),
+                false,
+            ),
+            PrivateData::Flags(f) => (
+                [f, 0, 0, 0].into(),
+                ini_inv && f & ISER_SEND_W_INV_NOT_SUP == 0,
+            ),
+        };
+        let name = format!("conn{}", self.c.connections);
+        log(&format!(
+            "{name}: connect request, private data {:02x?}, ird {} ord {}; accept with {:02x?}, remote invalidation {}",
+            ev.private_data.as_deref().map(|p| &p[..p.len().min(4)]),
+            ev.responder_resources,
+            ev.initiator_depth,
+            pd,
+            remote_inv
+        ));
+        let c = Conn {
+            recv,
+            send,
+            scratch,
+            lun,
+            big: None,
+            ep,
+            send_free: (0..SEND_SLOTS).rev().collect(),
+            scratch_free: (0..SCRATCH_SLOTS).rev().collect(),
+            remote_inv,
+            phase: Phase::Login,
+            discovery: false,
+            index: 0,
+            irdsl: 8192,
+            erl: 0,
+            max_burst: 262_144,
+            stat_sn: 1,
+            exp_cmd_sn: 0,
+            tasks: BTreeMap::new(),
+            timers: Vec::new(),
+            closing: false,
+            probe_armed_after: None,
+            data_cmds: 0,
+            name,
+        };
+        let slot = self.recv_slot();
+        for i in 0..NRECV {
+            c.ep.post_recv(
+                wr(K_RECV, i as u64),
+                Local {
+                    mr: &c.recv,
+                    off: i as usize * slot,
+                    len: slot,
+                },
+            )?;
+        }
+        // Our RDMA Reads (Data-Out, data-ack, probes) need an ORD of at
+        // least 1; the initiator's Reads of us: none expected.
+        let ord = ev.responder_resources.clamp(1, 16);
+        let ird = ev.initiator_depth.min(16);
+        let rnr = if self.cfg.mode == Mode::Rnr { 1 } else { 7 };
+        c.ep.accept(pd.as_ref().map(|p| &p[..]), ird, ord, rnr)?;
+        self.conns.insert(c.ep.key(), c);
+        Ok(())
+    }
+
+    fn recv_slot(&self) -> usize {
+        HDRS + self.cfg.trdsl as usize + 512
+    }
+
+    /// Polls every connection's CQ and runs due timers.
+    pub fn poll_all(&mut self) {
+        let keys: Vec<IdKey> = self.conns.keys().copied().collect();
+        let mut wcs = Vec::new();
+        for k in keys {
+            wcs.clear();
+            let Some(mut c) = self.conns.remove(&k) else {
+                continue;
+            };
+            c.ep.poll(&mut wcs);
+            for w in &wcs {
+                self.dirty = true;
+                if let Err(e) = self.completion(&mut c, w) {
+                    self.fail(&mut c, &e);
+                }
+            }
+            let now = Instant::now();
+            let due: Vec<Timer> = {
+                let (d, keep): (Vec<_>, Vec<_>) = c.timers.drain(..).partition(|(t, _)| *t <= now);
+                c.timers = keep;
+                d.into_iter().map(|(_, t)| t).collect()
+            };
+            for t in due {
+                if let Err(e) = self.timer(&mut c, t) {
+                    self.fail(&mut c, &e);
+                }
+            }
+            self.conns.insert(k, c);
+        }
+    }
+
+    pub fn fds(&self) -> Vec<i32> {
+        self.conns.values().map(|c| c.ep.comp_fd()).collect()
+    }
+
+    fn fail(&mut self, c: &mut Conn, e: &str) {
+        if !c.closing {
+            log(&format!("{}: {e}; disconnecting", c.name));
+            self.c.disconnects_by_peer += 1;
+            c.closing = true;
+            c.ep.disconnect();
+        }
+    }
+
+    fn completion(&mut self, c: &mut Conn, w: &Wc) -> Result<(), String> {
+        let kind = w.wr_id >> 56;
+        let val = w.wr_id & 0x00ff_ffff_ffff_ffff;
+        if kind == K_PROBE || kind == K_LATE {
+            let what = if kind == K_PROBE {
+                "probe"
+            } else {
+                "data after status"
+            };
+            if w.ok {
+                if kind == K_PROBE {
+                    self.c.probes_succeeded += 1;
+                } else {
+                    self.c.late_succeeded += 1;
+                }
+                log(&format!(
+                    "{}: {what} with STag {val:#x} SUCCEEDED: the STag was still valid",
+                    c.name
+                ));
+                if kind == K_PROBE && self.next_probe < self.cfg.probe as usize {
+                    c.probe_armed_after = Some(c.data_cmds + 8);
+                }
+                return Ok(());
+            }
+            let access = matches!(w.status, ibv_wc_status::IBV_WC_REM_ACCESS_ERR);
+            match (kind == K_PROBE, access) {
+                (true, true) => self.c.probes_access_error += 1,
+                (true, false) => self.c.probes_other_error += 1,
+                (false, true) => self.c.late_access_error += 1,
+                (false, false) => {}
+            }
+            log(&format!(
+                "{}: {what} with STag {val:#x} failed: {}",
+                c.name,
+                w.status_str()
+            ));
+            return Err(format!("{what} ended the connection"));
+        }
+        if !w.ok {
+            if c.closing || w.status == ibv_wc_status::IBV_WC_WR_FLUSH_ERR {
+                return Ok(());
+            }
+            self.c.completion_errors += 1;
+            return Err(format!(
+                "completion error kind {kind} val {val:#x}: {}",
+                w.status_str()
+            ));
+        }
+        match kind {
+            K_RECV => {
+                let slot = self.recv_slot();
+                let off = val as usize * slot;
+                let msg = c
+                    .recv
+                    .buf
+                    .to_vec(off, w.byte_len as usize)
+                    .ok_or("recv length")?;
+                let r = self.pdu(c, &msg);
+                if !c.closing {
+                    c.ep.post_recv(
+                        w.wr_id,
+                        Local {
+                            mr: &c.recv,
+                            off,
+                            len: slot,
+                        },
+                    )
+                    .map_err(|e| format!("post_recv: {e}"))?;
+                }
+                r
+            }
+            K_SEND => {
+                c.send_free.push(val as u32);
+                Ok(())
+            }
+            K_READ => {
+                let itt = val as u32;
+                let Some(t) = c.tasks.get_mut(&itt) else {
+                    return Ok(());
+                };
+                t.reads_pending -= 1;
+                if t.reads_pending == 0 {
+                    self.finish(c, itt)?;
+                }
+                Ok(())
+            }
+            K_ZREAD => {
+                self.c.data_acks += 1;
+                let itt = val as u32;
+                let Some(t) = c.tasks.get_mut(&itt) else {
+                    return Ok(());
+                };
+                t.acks_pending -= 1;
+                if t.acks_pending == 0 {
+                    self.finish(c, itt)?;
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn timer(&mut self, c: &mut Conn, t: Timer) -> Result<(), String> {
+        match t {
+            Timer::Probe { read, write, plan } => {
+                let sv = if plan.on == Dir::Read { read } else { write };
+                let Some(sv) = sv else { return Ok(()) };
+                log(&format!(
+                    "{}: probe: RDMA {} with STag {:#x} va {:#x} of a completed {:?} command",
+                    c.name,
+                    if plan.rdma_write { "Write" } else { "Read" },
+                    sv.stag,
+                    sv.va,
+                    plan.on
+                ));
+                let l = Local {
+                    mr: &c.scratch,
+                    off: 0,
+                    len: 512,
+                };
+                let id = wr(K_PROBE, sv.stag as u64);
+                let r = if plan.rdma_write {
+                    c.ep.rdma_write(id, l, sv.va, sv.stag, true)
+                } else {
+                    c.ep.rdma_read(id, Some(l), sv.va, sv.stag)
+                };
+                r.map_err(|e| format!("post probe: {e}"))
+            }
+        }
+    }
+
+    /// One received Send: iSER header + iSCSI PDU.
+    fn pdu(&mut self, c: &mut Conn, msg: &[u8]) -> Result<(), String> {
+        if c.closing {
+            return Ok(());
+        }
+        if msg.len() < HDRS {
+            self.c.protocol_errors += 1;
+            return Err(format!("short Send of {} bytes", msg.len()));
+        }
+        let ih = IserHeader::decode(msg).map_err(|e| {
+            self.c.protocol_errors += 1;
+            format!("bad iSER header: {e:?}")
+        })?;
+        let bhs = &msg[ISER_HDR_LEN..HDRS];
+        let dsl = be32(bhs, 4) & 0x00ff_ffff;
+        let ahs = bhs[4] as usize * 4;
+        let data = msg
+            .get(HDRS + ahs..HDRS + ahs + dsl as usize)
+            .ok_or_else(|| {
+                self.c.protocol_errors += 1;
+                format!("data segment {dsl} beyond the Send ({} bytes)", msg.len())
+            })?;
+        let op = bhs[0] & 0x3f;
+        let immediate = bhs[0] & 0x40 != 0;
+        if c.phase == Phase::Ffp && !immediate && matches!(op, 0x01 | 0x02 | 0x04 | 0x06) {
+            c.exp_cmd_sn = be32(bhs, 24).wrapping_add(1);
+        }
+        match op {
+            0x03 => self.login(c, bhs, data),
+            0x01 => self.command(c, &ih, bhs, data),
+            0x00 => {
+                self.c.nop_outs += 1;
+                let itt = be32(bhs, 16);
+                if itt != 0xffff_ffff {
+                    let mut r = c.bhs(0x20, 0x80);
+                    r[8..16].copy_from_slice(&bhs[8..16]);
+                    r[16..20].copy_from_slice(&bhs[16..20]);
+                    r[20..24].copy_from_slice(&[0xff; 4]);
+                    c.status_fields(&mut r, true);
+                    self.send(c, &r, data, None, ISER_VER)?;
+                }
+                Ok(())
+            }
+            0x02 => self.tmf(c, bhs),
+            0x04 => self.text(c, bhs, data),
+            0x06 => {
+                self.c.logouts += 1;
+                let mut r = c.bhs(0x26, 0x80);
+                r[16..20].copy_from_slice(&bhs[16..20]);
+                c.status_fields(&mut r, true);
+                self.send(c, &r, &[], None, ISER_VER)
+            }
+            0x05 => {
+                // Unsolicited Data-Out (we negotiate InitialR2T=Yes, so only
+                // immediate data is expected): copy it anyway.
+                Ok(())
+            }
+            _ => {
+                self.c.protocol_errors += 1;
+                Err(format!("unexpected opcode {op:#x}"))
+            }
+        }
+    }
+
+    fn login(&mut self, c: &mut Conn, bhs: &[u8], data: &[u8]) -> Result<(), String> {
+        let transit = bhs[1] & 0x80 != 0;
+        let csg = (bhs[1] >> 2) & 3;
+        let nsg = bhs[1] & 3;
+        c.exp_cmd_sn = be32(bhs, 24);
+        let exp_stat = be32(bhs, 28);
+        if exp_stat != 0 {
+            c.stat_sn = exp_stat;
+        }
+        let mut out = vec![0u8; 8192];
+        let mut w = TextWriter::new(&mut out);
+        let mut reject: Option<(u8, u8)> = None;
+        let mut rdma_offered = false;
+        let mut mrdsl: Option<u32> = None;
+        let mut irdsl: Option<u32> = None;
+        for kv in pairs(data) {
+            let (k, v) = kv.map_err(|e| format!("login key syntax: {e:?}"))?;
+            let key = String::from_utf8_lossy(k).into_owned();
+            let val = String::from_utf8_lossy(v).into_owned();
+            let num = parse_number(v);
+            let r: Option<String> = match key.as_str() {
+                "InitiatorName" | "InitiatorAlias" => None,
+                "SessionType" => {
+                    c.discovery = val == "Discovery";
+                    None
+                }
+                "TargetName" => {
+                    if val != self.cfg.iqn {
+                        reject = Some((2, 3));
+                    }
+                    None
+                }
+                "AuthMethod" => {
+                    if val.split(',').any(|m| m == "None") {
+                        Some("None".into())
+                    } else {
+                        reject = Some((2, 1));
+                        Some("Reject".into())
+                    }
+                }
+                "HeaderDigest" if self.cfg.mode == Mode::LoginDigest => Some("CRC32C".into()),
+                "HeaderDigest" | "DataDigest" => Some("None".into()),
+                "MaxConnections" | "MaxOutstandingR2T" => Some("1".into()),
+                "InitialR2T" | "DataPDUInOrder" | "DataSequenceInOrder" => Some("Yes".into()),
+                "ImmediateData" | "IFMarker" | "OFMarker" => Some(val.clone()),
+                "MaxBurstLength" => {
+                    c.max_burst = num.unwrap_or(262_144).min(262_144);
+                    Some(c.max_burst.to_string())
+                }
+                "FirstBurstLength" => Some(num.unwrap_or(65536).min(65536).to_string()),
+                "DefaultTime2Wait" | "DefaultTime2Retain" => Some(val.clone()),
+                "ErrorRecoveryLevel" => {
+                    c.erl = num.unwrap_or(0).min(self.cfg.erl as u32) as u8;
+                    Some(c.erl.to_string())
+                }
+                "MaxRecvDataSegmentLength" => {
+                    mrdsl = num;
+                    Some(self.cfg.trdsl.to_string())
+                }
+                "RDMAExtensions" => {
+                    rdma_offered = true;
+                    Some(
+                        if self.cfg.mode == Mode::LoginNoRdma {
+                            "No"
+                        } else {
+                            "Yes"
+                        }
+                        .into(),
+                    )
+                }
+                "InitiatorRecvDataSegmentLength" => {
+                    irdsl = Some(num.unwrap_or(8192).min((1 << 24) - 1));
+                    irdsl.map(|v| v.to_string())
+                }
+                "TargetRecvDataSegmentLength" => {
+                    Some(num.unwrap_or(8192).min(self.cfg.trdsl).to_string())
+                }
+                "MaxOutstandingUnexpectedPDUs" => Some("0".into()),
+                _ => Some("NotUnderstood".into()),
+            };
+            if let Some(r) = r {
+                w.push(k, r.as_bytes())
+                    .map_err(|e| format!("login answer: {e:?}"))?;
+            }
+        }
+        if csg == 0 {
+            let _ = w.push(b"TargetPortalGroupTag", b"1");
+        }
+        // iSER §6.5: with RDMAExtensions the initiator's receive limit is
+        // InitiatorRecvDataSegmentLength (default 8192), not MRDSL.
+        if rdma_offered || irdsl.is_some() {
+            c.irdsl = irdsl.unwrap_or(8192);
+        } else if let Some(m) = mrdsl {
+            c.irdsl = m;
+        }
+        let n = w.len();
+        out.truncate(n);
+        let mut r = c.bhs(0x23, 0);
+        let ffp = reject.is_none() && transit && nsg == 3;
+        r[1] = if reject.is_some() {
+            0
+        } else {
+            (bhs[1] & 0x80) | (csg << 2) | if transit { nsg } else { 0 }
+        };
+        r[8..14].copy_from_slice(&bhs[8..14]);
+        if ffp {
+            let tsih = if bhs[14] == 0 && bhs[15] == 0 {
+                self.next_tsih = self.next_tsih.wrapping_add(1).max(1);
+                self.next_tsih
+            } else {
+                u16::from_be_bytes([bhs[14], bhs[15]])
+            };
+            r[14..16].copy_from_slice(&tsih.to_be_bytes());
+        }
+        r[16..20].copy_from_slice(&bhs[16..20]);
+        c.status_fields(&mut r, true);
+        if let Some((class, detail)) = reject {
+            r[36] = class;
+            r[37] = detail;
+            self.c.login_failures += 1;
+            log(&format!(
+                "{}: login rejected {class:#x}/{detail:#x}",
+                c.name
+            ));
+            return self.send(c, &r, &[], None, ISER_VER);
+        }
+        if matches!(self.cfg.mode, Mode::LoginDigest | Mode::LoginNoRdma)
+            && csg == 1
+            && !c.discovery
+        {
+            self.c.mode_events += 1;
+            log(&format!(
+                "{}: mode {:?}: login response breaks the key rules",
+                c.name, self.cfg.mode
+            ));
+        }
+        self.send(c, &r, &out, None, ISER_VER)?;
+        if ffp {
+            c.phase = Phase::Ffp;
+            if c.discovery {
+                self.c.discovery_logins += 1;
+            } else {
+                self.c.logins += 1;
+                self.normal_conns += 1;
+                c.index = self.normal_conns;
+                if self.next_probe < self.cfg.probe as usize {
+                    c.probe_armed_after = Some(8);
+                }
+            }
+            log(&format!(
+                "{}: full feature phase ({}, ERL {}, IRDSL {}, MaxBurst {})",
+                c.name,
+                if c.discovery { "discovery" } else { "normal" },
+                c.erl,
+                c.irdsl,
+                c.max_burst
+            ));
+        }
+        Ok(())
+    }
+
+    fn text(&mut self, c: &mut Conn, bhs: &[u8], data: &[u8]) -> Result<(), String> {
+        let mut out = vec![0u8; 4096];
+        let mut w = TextWriter::new(&mut out);
+        for (k, v) in pairs(data).flatten() {
+            if k == b"SendTargets" && (v == b"All" || v == self.cfg.iqn.as_bytes()) {
+                let addr = match self.cfg.addr {
+                    std::net::SocketAddr::V4(a) => format!("{}:{},1", a.ip(), a.port()),
+                    std::net::SocketAddr::V6(a) => format!("[{}]:{},1", a.ip(), a.port()),
+                };
+                let _ = w.push(b"TargetName", self.cfg.iqn.as_bytes());
+                let _ = w.push(b"TargetAddress", addr.as_bytes());
+            }
+        }
+        let n = w.len();
+        out.truncate(n);
+        let mut r = c.bhs(0x24, 0x80);
+        r[16..20].copy_from_slice(&bhs[16..20]);
+        r[20..24].copy_from_slice(&[0xff; 4]);
+        c.status_fields(&mut r, true);
+        self.send(c, &r, &out, None, ISER_VER)
+    }
+
+    fn tmf(&mut self, c: &mut Conn, bhs: &[u8]) -> Result<(), String> {
+        self.c.tmfs += 1;
+        let func = bhs[1] & 0x7f;
+        let rtt = be32(bhs, 20);
+        let mut resp = 0u8;
+        match func {
+            1 => {
+                self.c.aborts += 1;
+                if let Some(t) = c.tasks.remove(&rtt) {
+                    log(&format!(
+                        "{}: ABORT TASK {:#x} ({:?}, stalled {})",
+                        c.name, t.itt, t.dir, t.stalled
+                    ));
+                    if let Some(s) = t.scratch {
+                        c.scratch_free.push(s);
+                    }
+                } else {
+                    resp = 1; // task does not exist
+                }
+            }
+            5..=7 => {
+                log(&format!(
+                    "{}: TMF function {func}: dropping {} tasks",
+                    c.name,
+                    c.tasks.len()
+                ));
+                c.tasks.clear();
+                c.scratch_free = (0..SCRATCH_SLOTS).rev().collect();
+            }
+            _ => resp = 5, // not supported
+        }
+        let mut r = c.bhs(0x22, 0x80);
+        r[2] = resp;
+        r[16..20].copy_from_slice(&bhs[16..20]);
+        c.status_fields(&mut r, true);
+        self.send(c, &r, &[], None, ISER_VER)
+    }
+
+    /// Does the armed hostile mode fire on this task?
+    fn take_hostile(&mut self, c: &Conn, dir: Dir, has_stag: bool) -> Option<Mode> {
+        let m = self.cfg.mode;
+        if matches!(m, Mode::Polite | Mode::LoginDigest | Mode::LoginNoRdma) {
+            return None;
+        }
+        if self.cfg.conn.is_some_and(|k| k != c.index) {
+            return None;
+        }
+        if !self.armed {
+            return None;
+        }
+        let fits = match m {
+            Mode::StatusFirst | Mode::DataInCtrl => dir == Dir::Read,
+            Mode::R2tCtrl => dir == Dir::Write,
+            Mode::InvWrong | Mode::InvOther | Mode::InvNone => has_stag,
+            _ => true,
+        };
+        if !fits {
+            return None;
+        }
+        self.armed = false;
+        self.c.mode_events += 1;
+        Some(m)
+    }
+
+    fn command(
+        &mut self,
+        c: &mut Conn,
+        ih: &IserHeader,
+        bhs: &[u8],
+        data: &[u8],
+    ) -> Result<(), String> {
+        self.c.commands += 1;
+        let itt = be32(bhs, 16);
+        let edtl = be32(bhs, 20);
+        let mut cdb = [0u8; 16];
+        cdb.copy_from_slice(&bhs[32..48]);
+        let lun = u16::from_be_bytes([bhs[8], bhs[9]]) as u64 & 0x3fff;
+        let action = scsi::decide(&cdb, lun, self.blocks());
+        let dir = match action {
+            Action::ReadLun(..) => Dir::Read,
+            Action::WriteLun(..) => Dir::Write,
+            _ => Dir::None,
+        };
+        if dir != Dir::None {
+            self.c.data_commands += 1;
+            c.data_cmds += 1;
+            let n = self.c.data_commands;
+            if (self.cfg.every > 0
+                && n >= self.cfg.at
+                && (n - self.cfg.at).is_multiple_of(self.cfg.every))
+                || n == self.cfg.at
+            {
+                self.armed = true;
+            }
+        }
+        let has_stag = ih.read.is_some() || ih.write.is_some();
+        let hostile = if dir != Dir::None {
+            self.take_hostile(c, dir, has_stag)
+        } else {
+            None
+        };
+        let probe = match (c.probe_armed_after, dir) {
+            (Some(after), d) if d != Dir::None && c.data_cmds >= after => {
+                let plan = PROBES[self.next_probe % PROBES.len()];
+                let stag_ok = match plan.on {
+                    Dir::Read => ih.read.is_some(),
+                    _ => ih.write.is_some(),
+                };
+                (plan.on == d && stag_ok).then(|| {
+                    c.probe_armed_after = None;
+                    self.next_probe += 1;
+                    plan
+                })
+            }
+            _ => None,
+        };
+        let mut t = Task {
+            itt,
+            dir,
+            read: ih.read,
+            write: ih.write,
+            edtl,
+            acks_pending: 0,
+            reads_pending: 0,
+            status: 0,
+            sense: Vec::new(),
+            residual: None,
+            hostile,
+            probe,
+            scratch: None,
+            stalled: false,
+        };
+        if let Some(m) = hostile {
+            log(&format!(
+                "{}: mode {m:?} fires on ITT {itt:#x} (data command {})",
+                c.name, self.c.data_commands
+            ));
+        }
+        match action {
+            Action::Good => {}
+            Action::Check(k, a, q) => {
+                t.status = 2;
+                t.sense = scsi::sense_segment(k, a, q);
+            }
+            Action::DataIn(v) => {
+                let len = (v.len() as u32).min(edtl);
+                if len < edtl {
+                    t.residual = Some((false, edtl - len));
+                }
+                if len > 0 {
+                    let Some(r) = ih.read else {
+                        self.c.protocol_errors += 1;
+                        return Err(format!("Data-In command ITT {itt:#x} without Read STag"));
+                    };
+                    let slot = c.scratch_free.pop().ok_or("scratch slots exhausted")?;
+                    t.scratch = Some(slot);
+                    let off = slot as usize * SCRATCH_SLOT;
+                    c.scratch.buf.write(off, &v[..len as usize]);
+                    c.ep.rdma_write(
+                        wr(K_WRITE, itt as u64),
+                        Local {
+                            mr: &c.scratch,
+                            off,
+                            len: len as usize,
+                        },
+                        r.va,
+                        r.stag,
+                        false,
+                    )
+                    .map_err(|e| format!("post RDMA Write: {e}"))?;
+                    self.c.bytes_in += len as u64;
+                }
+            }
+            Action::ReadLun(off, len) => {
+                self.c.reads += 1;
+                let len = (len as u32).min(edtl);
+                if (len as u64) < edtl as u64 {
+                    t.residual = Some((false, edtl - len));
+                }
+                let Some(r) = ih.read else {
+                    self.c.protocol_errors += 1;
+                    return Err(format!("READ ITT {itt:#x} without Read STag"));
+                };
+                if hostile == Some(Mode::StatusFirst) {
+                    // Status goes first; the data follows in `finish`.
+                } else if hostile == Some(Mode::DataInCtrl) {
+                    let mut d = c.bhs(0x25, 0x80);
+                    d[16..20].copy_from_slice(&itt.to_be_bytes());
+                    d[20..24].copy_from_slice(&[0xff; 4]);
+                    d[4..8].copy_from_slice(&512u32.to_be_bytes());
+                    let seg = self.lun.to_vec(off as usize, 512).unwrap_or_default();
+                    self.send(c, &d, &seg, None, ISER_VER)?;
+                } else {
+                    let ack = self.data_ack(c);
+                    let burst = c.max_burst.max(512);
+                    let mut done = 0u32;
+                    while done < len {
+                        let n = (len - done).min(burst);
+                        c.ep.rdma_write(
+                            wr(K_WRITE, itt as u64),
+                            Local {
+                                mr: &c.lun,
+                                off: (off + done as u64) as usize,
+                                len: n as usize,
+                            },
+                            r.va + done as u64,
+                            r.stag,
+                            false,
+                        )
+                        .map_err(|e| format!("post RDMA Write: {e}"))?;
+                        done += n;
+                        if ack {
+                            // Spec 004: a zero-length RDMA Read after the
+                            // Writes of a burst whose last Data-In carries
+                            // the A-bit; it cannot pass them (ordering).
+                            c.ep.rdma_read(wr(K_ZREAD, itt as u64), None, r.va, r.stag)
+                                .map_err(|e| format!("post zero-length Read: {e}"))?;
+                            t.acks_pending += 1;
+                        }
+                    }
+                    self.c.bytes_in += len as u64;
+                }
+            }
+            Action::WriteLun(off, len) => {
+                self.c.writes += 1;
+                let len = (len as u32).min(edtl);
+                let imm = (data.len() as u32).min(len);
+                if !self.lun.write(off as usize, &data[..imm as usize]) {
+                    return Err("immediate data out of LUN".into());
+                }
+                self.c.bytes_out += len as u64;
+                if hostile == Some(Mode::R2tCtrl) {
+                    let mut d = c.bhs(0x31, 0x80);
+                    d[16..20].copy_from_slice(&itt.to_be_bytes());
+                    d[20..24].copy_from_slice(&0x1234u32.to_be_bytes());
+                    d[40..44].copy_from_slice(&imm.to_be_bytes());
+                    d[44..48].copy_from_slice(&(len - imm).to_be_bytes());
+                    self.send(c, &d, &[], None, ISER_VER)?;
+                }
+                if imm < len {
+                    let Some(wsv) = ih.write else {
+                        self.c.protocol_errors += 1;
+                        return Err(format!(
+                            "WRITE ITT {itt:#x} needs {} more bytes but has no Write STag",
+                            len - imm
+                        ));
+                    };
+                    c.ep.rdma_read(
+                        wr(K_READ, itt as u64),
+                        Some(Local {
+                            mr: &c.lun,
+                            off: (off + imm as u64) as usize,
+                            len: (len - imm) as usize,
+                        }),
+                        wsv.va,
+                        wsv.stag,
+                    )
+                    .map_err(|e| format!("post RDMA Read: {e}"))?;
+                    t.reads_pending = 1;
+                }
+            }
+        }
+        let wait = t.reads_pending > 0 || t.acks_pending > 0;
+        c.tasks.insert(itt, t);
+        if hostile == Some(Mode::Disconnect) {
+            log(&format!(
+                "{}: mode Disconnect: disconnecting with {} tasks open",
+                c.name,
+                c.tasks.len()
+            ));
+            c.closing = true;
+            self.c.disconnects_by_peer += 1;
+            c.ep.disconnect();
+            return Ok(());
+        }
+        if hostile == Some(Mode::Stall) {
+            if let Some(t) = c.tasks.get_mut(&itt) {
+                t.stalled = true;
+            }
+            log(&format!(
+                "{}: mode Stall: no status for ITT {itt:#x}",
+                c.name
+            ));
+            return Ok(());
+        }
+        if !wait {
+            self.finish(c, itt)?;
+        }
+        Ok(())
+    }
+
+    fn data_ack(&self, c: &Conn) -> bool {
+        match self.cfg.data_ack {
+            DataAck::Off => false,
+            DataAck::Erl => c.erl >= 1,
+            DataAck::Always => true,
+        }
+    }
+
+    /// Sends the status of a task whose data movement is done.
+    fn finish(&mut self, c: &mut Conn, itt: u32) -> Result<(), String> {
+        let Some(t) = c.tasks.remove(&itt) else {
+            return Ok(());
+        };
+        if let Some(s) = t.scratch {
+            c.scratch_free.push(s);
+        }
+        let mut r = c.bhs(0x21, 0x80);
+        r[3] = t.status;
+        if let Some((over, n)) = t.residual {
+            r[1] |= if over { 0x04 } else { 0x02 };
+            r[44..48].copy_from_slice(&n.to_be_bytes());
+        }
+        r[16..20].copy_from_slice(&itt.to_be_bytes());
+        c.status_fields(&mut r, true);
+        let mut inv = if c.remote_inv { t.stag() } else { None };
+        let mut flags = ISER_VER;
+        let mut sense = t.sense.clone();
+        match t.hostile {
+            Some(Mode::InvWrong) => inv = t.stag().map(|s| s ^ 0x5a5a_0000),
+            Some(Mode::InvOther) => {
+                let other = c
+                    .tasks
+                    .values()
+                    .find_map(|o| o.stag())
+                    .or(t.stag().map(|s| s.wrapping_add(0x100)));
+                log(&format!(
+                    "{}: invalidating {other:x?} instead of {:x?}",
+                    c.name,
+                    t.stag()
+                ));
+                inv = other;
+            }
+            Some(Mode::InvNone) => inv = None,
+            Some(Mode::BadVersion) => flags = 0x50,
+            Some(Mode::RsvdBits) => flags = ISER_VER | 0x03,
+            Some(Mode::WsvZero) => flags = ISER_VER | ISER_WSV | ISER_RSV,
+            Some(Mode::UnknownItt) => r[16..20].copy_from_slice(&(itt ^ 0x0ab0_0fff).to_be_bytes()),
+            Some(Mode::BigData) => {
+                r[3] = 2;
+                sense = vec![0u8; c.irdsl as usize + 16];
+                sense[..20].copy_from_slice(&scsi::sense_segment(scsi::ILLEGAL_REQUEST, 0x24, 0));
+            }
+            Some(Mode::Hello) => {
+                // iSER Hello (iSER §9.3): opcode 0x2, max/min version 1, IRD 16.
+                let hello = [0x20u8, 0, 0x11, 0, 0, 16, 0, 0];
+                self.send_raw(c, &hello, None)?;
+            }
+            Some(Mode::Rnr) => {
+                log(&format!(
+                    "{}: mode Rnr: {RNR_BURST} unsolicited NOP-Ins",
+                    c.name
+                ));
+                for _ in 0..RNR_BURST {
+                    let mut n = c.bhs(0x20, 0x80);
+                    n[16..20].copy_from_slice(&[0xff; 4]);
+                    n[20..24].copy_from_slice(&[0xff; 4]);
+                    c.status_fields(&mut n, false);
+                    self.send(c, &n, &[], None, ISER_VER)?;
+                }
+            }
+            _ => {}
+        }
+        if inv.is_some() {
+            self.c.send_inv += 1;
+        }
+        self.send(c, &r, &sense, inv, flags)?;
+        if t.hostile == Some(Mode::DupStatus) {
+            log(&format!(
+                "{}: mode DupStatus: status of ITT {itt:#x} again",
+                c.name
+            ));
+            let mut r2 = r;
+            c.status_fields(&mut r2, true);
+            self.send(c, &r2, &sense, None, ISER_VER)?;
+        }
+        if t.hostile == Some(Mode::StatusFirst) {
+            if let (Some(rd), Some(len)) = (t.read, Some(t.edtl.min(512))) {
+                c.ep.rdma_write(
+                    wr(K_LATE, rd.stag as u64),
+                    Local {
+                        mr: &c.scratch,
+                        off: 0,
+                        len: len as usize,
+                    },
+                    rd.va,
+                    rd.stag,
+                    true,
+                )
+                .map_err(|e| format!("post late write: {e}"))?;
+            }
+        }
+        if let Some(plan) = t.probe {
+            // Give the initiator time to complete the command, then use
+            // its STags once more.
+            c.timers.push((
+                Instant::now() + Duration::from_millis(self.cfg.probe_delay_ms),
+                Timer::Probe {
+                    read: t.read,
+                    write: t.write,
+                    plan,
+                },
+            ));
+        }
+        Ok(())
+    }
+
+    /// Sends iSER header (`flags`) + BHS + data.
+    fn send(
+        &mut self,
+        c: &mut Conn,
+        bhs: &[u8; BHS],
+        data: &[u8],
+        inv: Option<u32>,
+        flags: u8,
+    ) -> Result<(), String> {
+        let mut b = bhs.to_owned();
+        let dsl = data.len() as u32;
+        b[5..8].copy_from_slice(&dsl.to_be_bytes()[1..]);
+        let mut hdr = [0u8; ISER_HDR_LEN];
+        IserHeader::control().encode(&mut hdr);
+        hdr[0] = flags;
+        let pad = (4 - data.len() % 4) % 4;
+        let mut m = Vec::with_capacity(HDRS + data.len() + pad);
+        m.extend_from_slice(&hdr);
+        m.extend_from_slice(&b);
+        m.extend_from_slice(data);
+        m.resize(m.len() + pad, 0);
+        self.send_raw(c, &m, inv)
+    }
+
+    fn send_raw(&mut self, c: &mut Conn, m: &[u8], inv: Option<u32>) -> Result<(), String> {
+        if m.len() > SEND_SLOT {
+            let buf = DmaBuf::new(m.len()).map_err(|e| e.to_string())?;
+            buf.write(0, m);
+            let mr = c.ep.register(&buf).map_err(|e| e.to_string())?;
+            c.ep.send(
+                wr(K_SEND, u32::MAX as u64 + 1),
+                Local {
+                    mr: &mr,
+                    off: 0,
+                    len: m.len(),
+                },
+                inv,
+            )
+            .map_err(|e| format!("post big Send: {e}"))?;
+            c.big = Some(mr);
+            return Ok(());
+        }
+        let slot = c.send_free.pop().ok_or("send slots exhausted")?;
+        let off = slot as usize * SEND_SLOT;
+        c.send.buf.write(off, m);
+        c.ep.send(
+            wr(K_SEND, slot as u64),
+            Local {
+                mr: &c.send,
+                off,
+                len: m.len(),
+            },
+            inv,
+        )
+        .map_err(|e| format!("post Send: {e}"))
+    }
+
+    pub fn close_all(&mut self) {
+        for c in self.conns.values() {
+            c.ep.disconnect();
+        }
+    }
+}
+
+impl Conn {
+    fn bhs(&self, op: u8, flags: u8) -> [u8; BHS] {
+        let mut b = [0u8; BHS];
+        b[0] = op;
+        b[1] = flags;
+        b
+    }
+
+    /// StatSN / ExpCmdSN / MaxCmdSN; `advance` for PDUs that consume a StatSN.
+    fn status_fields(&mut self, b: &mut [u8; BHS], advance: bool) {
+        b[24..28].copy_from_slice(&self.stat_sn.to_be_bytes());
+        if advance {
+            self.stat_sn = self.stat_sn.wrapping_add(1);
+        }
+        b[28..32].copy_from_slice(&self.exp_cmd_sn.to_be_bytes());
+        b[32..36].copy_from_slice(&self.exp_cmd_sn.wrapping_add(WINDOW - 1).to_be_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_render() {
+        let c = Counters {
+            commands: 3,
+            ..Default::default()
+        };
+        let s = c.render();
+        assert!(s.contains("commands=3\n"));
+        assert!(s.contains("probes_succeeded=0\n"));
+    }
+}
