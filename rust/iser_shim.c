@@ -8,6 +8,7 @@
 #include <linux/moduleparam.h>
 #include <linux/namei.h>
 #include <linux/path.h>
+#include <linux/slab.h>
 #include <linux/sysfs.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
@@ -30,8 +31,8 @@ int iser_rs_debug_level;
 module_param_named(debug_level, iser_rs_debug_level, int, 0644);
 MODULE_PARM_DESC(debug_level, "Enable debug tracing if > 0 (default: disabled)");
 
-/* Live connections, QPs and MRs: back to 0 after logout (leak check). */
-static atomic_t iser_rs_live[3];
+/* Live connections, QPs, MRs, PDs and CQs: back to 0 after logout (leak check). */
+static atomic_t iser_rs_live[5];
 
 static int iser_rs_live_get(char *buf, const struct kernel_param *kp)
 {
@@ -47,6 +48,61 @@ module_param_cb(live_qps, &iser_rs_live_ops, &iser_rs_live[1], 0444);
 MODULE_PARM_DESC(live_qps, "Live queue pairs (read-only)");
 module_param_cb(live_mrs, &iser_rs_live_ops, &iser_rs_live[2], 0444);
 MODULE_PARM_DESC(live_mrs, "Live fast-registration MRs (read-only)");
+module_param_cb(live_pds, &iser_rs_live_ops, &iser_rs_live[3], 0444);
+MODULE_PARM_DESC(live_pds, "Live protection domains, one per RDMA device in use (read-only)");
+module_param_cb(live_cqs, &iser_rs_live_ops, &iser_rs_live[4], 0444);
+MODULE_PARM_DESC(live_cqs, "Live completion queues taken from the CQ pool (read-only)");
+
+/*
+ * Guards the per-device PD registry (rust/sys/verbs.rs). Process context
+ * only: connection setup in the CM handler and connection teardown.
+ */
+static DEFINE_MUTEX(iser_rs_dev_mutex);
+
+/* BH-disabling spinlocks for rust/sys/bhlock.rs; one lockdep class. */
+spinlock_t *iser_rs_bh_lock_new(void)
+{
+	spinlock_t *lock = kmalloc(sizeof(*lock), GFP_KERNEL);
+
+	if (lock)
+		spin_lock_init(lock);
+	return lock;
+}
+
+void iser_rs_bh_lock_free(spinlock_t *lock)
+{
+	kfree(lock);
+}
+
+void iser_rs_spin_lock_bh(spinlock_t *lock)
+{
+	spin_lock_bh(lock);
+}
+
+void iser_rs_spin_unlock_bh(spinlock_t *lock)
+{
+	spin_unlock_bh(lock);
+}
+
+unsigned int iser_rs_task_unsol_pdus_left(struct iscsi_task *task)
+{
+	unsigned int left = task->unsol_r2t.data_length - task->unsol_r2t.sent;
+	unsigned int seg = task->conn->max_xmit_dlength;
+
+	if (!iscsi_task_has_unsol_data(task))
+		return 0;
+	return seg ? DIV_ROUND_UP(left, seg) : 1;
+}
+
+void iser_rs_dev_lock(void)
+{
+	mutex_lock(&iser_rs_dev_mutex);
+}
+
+void iser_rs_dev_unlock(void)
+{
+	mutex_unlock(&iser_rs_dev_mutex);
+}
 
 void iser_rs_live_add(int which, int delta)
 {

@@ -7,6 +7,7 @@
 #ifndef ISER_RS_SHIM_H
 #define ISER_RS_SHIM_H
 #include <linux/types.h>
+#include <linux/spinlock_types.h>
 
 /* Module parameters, named like ib_iser's (see iser_shim.c). */
 extern unsigned int iser_rs_max_sectors;
@@ -44,6 +45,13 @@ u64 iser_rs_sg_dma_address(struct scatterlist *sg);
 int iser_rs_dma_map_sg(struct ib_device *dev, struct scatterlist *sg, int nents, int dir);
 void iser_rs_dma_unmap_sg(struct ib_device *dev, struct scatterlist *sg, int nents, int dir);
 struct ib_pd *iser_rs_alloc_pd(struct ib_device *dev);
+void iser_rs_dev_lock(void);
+spinlock_t *iser_rs_bh_lock_new(void);
+void iser_rs_bh_lock_free(spinlock_t *lock);
+void iser_rs_spin_lock_bh(spinlock_t *lock);
+void iser_rs_spin_unlock_bh(spinlock_t *lock);
+unsigned int iser_rs_task_unsol_pdus_left(struct iscsi_task *task);
+void iser_rs_dev_unlock(void);
 void iser_rs_dealloc_pd(struct ib_pd *pd);
 void iser_rs_mr_bump_key(struct ib_mr *mr);
 int iser_rs_dereg_mr(struct ib_mr *mr);

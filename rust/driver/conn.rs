@@ -18,7 +18,7 @@
 //! resources: MRs, receive and send buffers, CQ, and last the PD.
 
 use super::counters::Counters;
-use super::task::{MrPool, TxPool};
+use super::task::{InvPool, MrPool, TxPool};
 use crate::proto;
 use crate::sys::cm::{CmEvent, CmEventKind, CmHandler, CmId, CmIdRef};
 use crate::sys::errno::{ECONNREFUSED, EHOSTUNREACH, ENOTCONN, ETIMEDOUT};
@@ -26,7 +26,7 @@ use crate::sys::iscsi::{Conn, ConnSlot, IscsiErr, SockAddr};
 use crate::sys::once::SetOnce;
 use crate::sys::verbs::{Cq, Cqe, CqeOwner, Device, DmaBuf, DmaSlots, Pd, QpRef, Wc};
 use core::pin::Pin;
-use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use kernel::error::code::EIO;
 use kernel::prelude::*;
 
@@ -41,8 +41,12 @@ pub(crate) const MGMT_MAX: u32 = 16;
 /// 4096 covers every command of a full queue doing so.
 pub(crate) const DATAOUT_MAX: u32 = CMDS_MAX * 32;
 /// Send queue: per command a Send plus at most 2 registrations and 2 local
-/// invalidations (bidirectional), the Data-Out pool, the management PDUs.
-pub(crate) const MAX_SEND_WR: u32 = CMDS_MAX * 5 + DATAOUT_MAX + MGMT_MAX;
+/// invalidations (bidirectional), the Data-Out pool, the management PDUs,
+/// and the unsignaled Sends whose entries free only with the next signaled
+/// completion (fewer than `SIGNAL_EVERY`; their header slots are counted
+/// in the pool, this is the margin for their entries).
+pub(crate) const MAX_SEND_WR: u32 =
+    CMDS_MAX * 5 + DATAOUT_MAX + MGMT_MAX + super::task::SIGNAL_EVERY as u32;
 /// Receive queue: one buffer per command response, per unsolicited target
 /// PDU we allow in flight (NOP-In, Async, Reject: MGMT_MAX), plus the login
 /// buffer.
@@ -73,6 +77,7 @@ pub(crate) struct Resources {
     pub(crate) dev: Device,
     pub(crate) mrs: MrPool,
     pub(crate) tx: TxPool,
+    pub(crate) invs: InvPool,
     login_rx: KBox<RxDesc>,
     pub(crate) login_tx: DmaSlots,
     rx: KVec<KBox<RxDesc>>,
@@ -115,6 +120,8 @@ pub(crate) struct IserConn {
     pub(crate) tx_waiting: AtomicBool,
     /// The send slot whose Send uses the login buffer (u32::MAX: none).
     login_tx_user: AtomicU32,
+    /// Source of command cookies (see `IserTask::cookie`); 0 is never used.
+    cookies: AtomicU64,
     pub(crate) counters: Counters,
 }
 
@@ -134,6 +141,7 @@ impl IserConn {
                 drained: AtomicBool::new(false),
                 tx_waiting: AtomicBool::new(false),
                 login_tx_user: AtomicU32::new(u32::MAX),
+                cookies: AtomicU64::new(0),
                 counters: Counters::new(),
             },
             GFP_KERNEL,
@@ -200,12 +208,13 @@ impl IserConn {
     /// ROUTE_RESOLVED: PD, CQ, QP, MRs and buffers; then connect.
     fn setup(&self, id: CmIdRef) -> Result {
         let dev = id.device().ok_or(ENOTCONN())?;
-        let pd = Pd::new(dev)?;
+        let pd = Pd::get(dev)?;
         let cq = Cq::from_pool(dev, MAX_SEND_WR + MAX_RECV_WR, -1)?;
         let qp = id.create_qp(&pd, &cq, MAX_SEND_WR, MAX_RECV_WR)?;
         let ctx: *const IserConn = self;
-        let mrs = MrPool::new(&pd, ctx, 2 * CMDS_MAX, super::task::max_pages())?;
+        let mrs = MrPool::new(&pd, 2 * CMDS_MAX, super::task::max_pages())?;
         let tx = TxPool::new(dev, ctx, DATAOUT_MAX)?;
+        let invs = InvPool::new(ctx)?;
         let login_rx = KBox::new(
             RxDesc {
                 cqe: Cqe::new::<RxDesc>(ctx),
@@ -238,6 +247,7 @@ impl IserConn {
             dev,
             mrs,
             tx,
+            invs,
             login_rx,
             login_tx,
             rx,
@@ -249,6 +259,11 @@ impl IserConn {
         // STags with its response, saving a local invalidation per command.
         let hdr = proto::cm_private::initiator_request(true);
         id.connect(&hdr, dev.max_qp_rd_atom())
+    }
+
+    /// A fresh command cookie, never 0.
+    pub(crate) fn next_cookie(&self) -> u64 {
+        self.cookies.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// Posts the login receive buffer (before each login request).

@@ -16,12 +16,14 @@
 use super::conn::{IserConn, CMDS_MAX};
 use crate::proto;
 use crate::proto::task::TaskStags;
+use crate::sys::bhlock::BhSpinLock;
 use crate::sys::errno::{ENOBUFS, ENOTCONN};
 use crate::sys::iscsi::{Conn, Dir, Task, TaskKind, BHS_LEN};
+use crate::sys::pool::IndexPool;
 use crate::sys::verbs::{
-    Cqe, CqeOwner, Device, DmaSlots, MappedSg, Mr, Pd, RegReq, RemoteAccess, Sge, Wc,
+    Cqe, CqeOwner, Device, DmaSlots, MappedSg, Mr, Pd, RegReq, RemoteAccess, Sge, SlotToken, Wc,
 };
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::error::code::EINVAL;
 use kernel::prelude::*;
 
@@ -42,28 +44,26 @@ pub(crate) fn sg_tablesize() -> u32 {
 /// One fast-registration MR of the pool.
 struct MrSlot {
     mr: Mr,
-    busy: AtomicBool,
     /// Still valid after its last use (aborted command, or registered for
     /// local access only): invalidate before the next registration.
     dirty: AtomicBool,
 }
 
 /// The connection's FRWR MRs: two per command slot (bidirectional
-/// commands need a Read and a Write STag). Lock-free: a slot is claimed
-/// with a compare-exchange, so any context may take or return one.
+/// commands need a Read and a Write STag). Lock-free: any context may take
+/// or return one.
 pub(crate) struct MrPool {
     slots: KVec<MrSlot>,
-    hint: AtomicU32,
+    free: IndexPool,
 }
 
 impl MrPool {
-    pub(crate) fn new(pd: &Pd, _ctx: *const IserConn, n: u32, max_pages: u32) -> Result<Self> {
+    pub(crate) fn new(pd: &Pd, n: u32, max_pages: u32) -> Result<Self> {
         let mut slots = KVec::with_capacity(n as usize, GFP_KERNEL)?;
         for _ in 0..n {
             slots.push(
                 MrSlot {
                     mr: Mr::new(pd, max_pages)?,
-                    busy: AtomicBool::new(false),
                     dirty: AtomicBool::new(false),
                 },
                 GFP_KERNEL,
@@ -72,25 +72,12 @@ impl MrPool {
         }
         Ok(MrPool {
             slots,
-            hint: AtomicU32::new(0),
+            free: IndexPool::new(n)?,
         })
     }
 
     fn get(&self) -> Option<u16> {
-        let n = self.slots.len();
-        let start = self.hint.load(Ordering::Relaxed) as usize;
-        for k in 0..n {
-            let i = (start + k) % n;
-            if self.slots[i]
-                .busy
-                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-            {
-                self.hint.store(((i + 1) % n) as u32, Ordering::Relaxed);
-                return Some(i as u16);
-            }
-        }
-        None
+        self.free.claim().map(|i| i as u16)
     }
 
     fn mr(&self, i: u16) -> Option<&Mr> {
@@ -102,7 +89,7 @@ impl MrPool {
             if still_valid {
                 s.dirty.store(true, Ordering::Relaxed);
             }
-            s.busy.store(false, Ordering::Release);
+            self.free.release(i as u32);
         }
     }
 
@@ -120,22 +107,32 @@ impl Drop for MrPool {
     }
 }
 
+/// One Send in `SIGNAL_EVERY` is signaled; the others complete silently
+/// and their header slots are released by the next signaled completion
+/// (an RC send queue completes in order). ib_iser signals every Send: this
+/// halves the completions per command. Management and login PDUs are
+/// always signaled.
+pub(crate) const SIGNAL_EVERY: usize = 16;
+
 /// A send descriptor: the completion handle of one header slot.
 #[repr(C)]
 pub(crate) struct TxDesc {
     cqe: Cqe,
     index: u32,
+    /// Unsignaled slots posted before this (signaled) Send: released with
+    /// it. Written before the post, read by its completion.
+    batch: [AtomicU32; SIGNAL_EVERY - 1],
+    batch_len: AtomicU32,
 }
 
 // SAFETY: `#[repr(C)]` with the Cqe (built by `Cqe::new::<TxDesc>`) first.
 unsafe impl CqeOwner for TxDesc {
     type Ctx = IserConn;
     fn done(&self, conn: &IserConn, wc: &Wc<'_>) {
-        if let Some(res) = conn.resources() {
-            res.tx.slots.release_index(self.index);
-        }
-        conn.login_tx_done(self.index);
         if !wc.ok() {
+            // A flushed WR (unsignaled ones too, and the REG_MR/LOCAL_INV
+            // of a chain, which share this handle) releases nothing: the
+            // connection is going away and teardown frees every slot.
             if !wc.flushed() {
                 conn.counters.wc_error();
                 pr_warn!("send failed, status {}\n", wc.status());
@@ -143,6 +140,15 @@ unsafe impl CqeOwner for TxDesc {
             }
             return;
         }
+        // Only a signaled Send completes successfully here.
+        if let Some(res) = conn.resources() {
+            let n = self.batch_len.swap(0, Ordering::Acquire) as usize;
+            for b in self.batch.iter().take(n) {
+                res.tx.slots.release_index(b.load(Ordering::Relaxed));
+            }
+            res.tx.slots.release_index(self.index);
+        }
+        conn.login_tx_done(self.index);
         if conn.tx_waiting.swap(false, Ordering::AcqRel) {
             if let Some(c) = conn.iscsi.get() {
                 c.queue_xmit();
@@ -151,23 +157,37 @@ unsafe impl CqeOwner for TxDesc {
     }
 }
 
+/// Slots of the unsignaled Sends posted since the last signaled one.
+struct Unsignaled {
+    idx: [u32; SIGNAL_EVERY - 1],
+    n: usize,
+}
+
 /// Send descriptors for command, Data-Out and management PDUs: one header
 /// slot (iSER header + BHS) and one completion handle each.
 pub(crate) struct TxPool {
     descs: KVec<TxDesc>,
     slots: DmaSlots,
+    /// Taken in process context (xmit, under libiscsi's frwd_lock) only;
+    /// BH-disabling anyway, so it is safe from any context. Innermost lock
+    /// of iser-rs (ib_post_send's provider lock nests inside it).
+    unsignaled: BhSpinLock<Unsignaled>,
 }
 
 impl TxPool {
     pub(crate) fn new(dev: Device, ctx: *const IserConn, data_outs: u32) -> Result<Self> {
-        // Every command and management PDU may also hold one descriptor.
-        let n = data_outs + CMDS_MAX + super::conn::MGMT_MAX;
+        // Every command and management PDU may also hold one descriptor,
+        // and up to SIGNAL_EVERY - 1 released ones wait for the next
+        // signaled completion.
+        let n = data_outs + CMDS_MAX + super::conn::MGMT_MAX + SIGNAL_EVERY as u32;
         let mut descs = KVec::with_capacity(n as usize, GFP_KERNEL)?;
         for index in 0..n {
             descs.push(
                 TxDesc {
                     cqe: Cqe::new::<TxDesc>(ctx),
                     index,
+                    batch: [const { AtomicU32::new(0) }; SIGNAL_EVERY - 1],
+                    batch_len: AtomicU32::new(0),
                 },
                 GFP_KERNEL,
             )?;
@@ -175,7 +195,58 @@ impl TxPool {
         Ok(TxPool {
             descs,
             slots: DmaSlots::new(dev, n, HDRS)?,
+            unsignaled: BhSpinLock::new(Unsignaled {
+                idx: [0; SIGNAL_EVERY - 1],
+                n: 0,
+            })?,
         })
+    }
+
+    /// Posts `[invs] → [regs] → Send(sges)` using header slot `slot`,
+    /// signaled if `always_signal` or if it is the `SIGNAL_EVERY`th. On
+    /// error the slot is released and nothing was posted.
+    fn post(
+        &self,
+        qp: crate::sys::verbs::QpRef,
+        invs: &[u32],
+        regs: &[RegReq<'_>],
+        slot: SlotToken,
+        sges: &[Sge],
+        always_signal: bool,
+    ) -> Result {
+        let Some(d) = self.descs.get(slot.index() as usize) else {
+            self.slots.release(slot);
+            return Err(EINVAL);
+        };
+        let r = self.unsignaled.with(|u| {
+            let signal = always_signal || u.n + 1 >= SIGNAL_EVERY;
+            if signal {
+                for (dst, src) in d.batch.iter().zip(&u.idx[..u.n]) {
+                    dst.store(*src, Ordering::Relaxed);
+                }
+                d.batch_len.store(u.n as u32, Ordering::Release);
+            }
+            let r = qp.post_send(invs, regs, &d.cqe, sges, signal);
+            match (&r, signal) {
+                (Err(_), _) => d.batch_len.store(0, Ordering::Relaxed),
+                (Ok(()), true) => u.n = 0,
+                (Ok(()), false) => {
+                    u.idx[u.n] = slot.index();
+                    u.n += 1;
+                }
+            }
+            r
+        });
+        match r {
+            Ok(()) => {
+                self.slots.posted(slot);
+                Ok(())
+            }
+            Err(e) => {
+                self.slots.release(slot);
+                Err(e)
+            }
+        }
     }
 }
 
@@ -200,8 +271,11 @@ fn fill_hdr(
 /// rewritten by `alloc_pdu` at the start of every use).
 #[repr(C)]
 pub(crate) struct IserTask {
-    inv_cqe: Cqe,
     bhs: [u8; BHS_LEN],
+    /// Names this command among all sent on the connection (0: none): a
+    /// local invalidation's completion completes the response only if the
+    /// task still carries the cookie it was posted for.
+    cookie: u64,
     stags: Option<TaskStags>,
     /// MR pool slots: [read, write].
     mrs: [Option<u16>; 2],
@@ -219,10 +293,10 @@ pub(crate) struct IserTask {
 }
 
 impl IserTask {
-    pub(crate) fn new(conn: *const IserConn) -> Self {
+    pub(crate) fn new(_conn: *const IserConn) -> Self {
         IserTask {
-            inv_cqe: Cqe::new::<IserTask>(conn),
             bhs: [0; BHS_LEN],
+            cookie: 0,
             stags: None,
             mrs: [None, None],
             local_only: false,
@@ -237,17 +311,71 @@ impl IserTask {
     pub(crate) fn bhs_ptr(&mut self) -> *mut u8 {
         self.bhs.as_mut_ptr()
     }
+}
 
-    fn itt(&self) -> u32 {
-        u32::from_ne_bytes([self.bhs[16], self.bhs[17], self.bhs[18], self.bhs[19]])
+/// The completion handle of one local invalidation (one or two
+/// `IB_WR_LOCAL_INV`, the last signaled): which command it was posted for.
+/// Owned by the connection, not the task, so an aborted command's
+/// invalidation that completes after libiscsi reused the task cannot
+/// complete the task's next command.
+#[repr(C)]
+pub(crate) struct InvDesc {
+    cqe: Cqe,
+    index: u32,
+    itt: AtomicU32,
+    cookie: AtomicU64,
+}
+
+// SAFETY: `#[repr(C)]` with the Cqe (built by `Cqe::new::<InvDesc>`) first.
+unsafe impl CqeOwner for InvDesc {
+    type Ctx = IserConn;
+    fn done(&self, conn: &IserConn, wc: &Wc<'_>) {
+        if !wc.ok() {
+            // Flushed (the unsignaled first WR of a pair too): the
+            // connection is going away; teardown frees the descriptor.
+            if !wc.flushed() {
+                conn.counters.wc_error();
+                pr_warn!("local invalidate failed, status {}\n", wc.status());
+                conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
+            }
+            return;
+        }
+        let itt = self.itt.load(Ordering::Acquire);
+        let cookie = self.cookie.load(Ordering::Acquire);
+        if let Some(res) = conn.resources() {
+            res.invs.free.release(self.index);
+        }
+        inv_done(itt, cookie, conn);
     }
 }
 
-// SAFETY: `#[repr(C)]` with the Cqe (built by `Cqe::new::<IserTask>`) first.
-unsafe impl CqeOwner for IserTask {
-    type Ctx = IserConn;
-    fn done(&self, conn: &IserConn, wc: &Wc<'_>) {
-        inv_done(self.itt(), conn, wc);
+/// The connection's local-invalidation descriptors: one per command that
+/// may wait for its invalidation, doubled for aborted commands whose
+/// invalidation is still in flight when their task is reused.
+pub(crate) struct InvPool {
+    descs: KVec<InvDesc>,
+    free: IndexPool,
+}
+
+impl InvPool {
+    pub(crate) fn new(ctx: *const IserConn) -> Result<Self> {
+        let n = 2 * CMDS_MAX;
+        let mut descs = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+        for index in 0..n {
+            descs.push(
+                InvDesc {
+                    cqe: Cqe::new::<InvDesc>(ctx),
+                    index,
+                    itt: AtomicU32::new(0),
+                    cookie: AtomicU64::new(0),
+                },
+                GFP_KERNEL,
+            )?;
+        }
+        Ok(InvPool {
+            descs,
+            free: IndexPool::new(n)?,
+        })
     }
 }
 
@@ -297,7 +425,21 @@ pub(crate) fn on_scsi_response(
     }
     t.inv_posted = todo;
     t.deferred = Some((rx, len));
-    if res.qp.post_local_inv(&t.inv_cqe, todo.as_slice()).is_err() {
+    let Some(di) = res.invs.free.claim() else {
+        // More invalidations in flight than commands can have: a target
+        // answering commands twice. Fail rather than complete early.
+        conn.counters.proto_error();
+        conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
+        return Ok(RspAction::Deferred);
+    };
+    let Some(d) = res.invs.descs.get(di as usize) else {
+        return Err(proto::ProtoError::TaskState);
+    };
+    d.itt
+        .store(u32::from_ne_bytes(pdu.itt.0), Ordering::Relaxed);
+    d.cookie.store(t.cookie, Ordering::Release);
+    if res.qp.post_local_inv(&d.cqe, todo.as_slice()).is_err() {
+        res.invs.free.release(di);
         conn.counters.post_error();
         // Never completable now: the connection fails and libiscsi cleans up.
         conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
@@ -307,16 +449,9 @@ pub(crate) fn on_scsi_response(
     Ok(RspAction::Deferred)
 }
 
-/// Local invalidation completed (softirq): complete the held response.
-fn inv_done(itt: u32, conn: &IserConn, wc: &Wc<'_>) {
-    if !wc.ok() {
-        if !wc.flushed() {
-            conn.counters.wc_error();
-            pr_warn!("local invalidate failed, status {}\n", wc.status());
-            conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
-        }
-        return;
-    }
+/// Local invalidation completed (softirq): complete the held response if
+/// the task still holds the command it was posted for.
+fn inv_done(itt: u32, cookie: u64, conn: &IserConn) {
     let Some(iscsi) = conn.iscsi.get() else {
         return;
     };
@@ -324,6 +459,11 @@ fn inv_done(itt: u32, conn: &IserConn, wc: &Wc<'_>) {
     let Some(td) = task.as_mut().and_then(|t| t.data()) else {
         return;
     };
+    if td.cookie != cookie {
+        // The command was aborted and cleaned up meanwhile; its MRs went
+        // back to the pool marked for invalidation anyway.
+        return;
+    }
     let Some((rx, len)) = td.deferred.take() else {
         return;
     };
@@ -347,26 +487,46 @@ pub(crate) fn init(_conn: &IserConn, _task: Task<'_, IserTask>) -> Result {
     Ok(())
 }
 
-/// `xmit_task` (process context).
+/// `xmit_task`: called by libiscsi with the session's frwd_lock held (BH
+/// off) from `queuecommand`, or from its xmit work.
+///
+/// Every header slot the call needs is reserved before anything is posted:
+/// once the command PDU is on the wire a failure here would make libiscsi
+/// hand the command (and its CmdSN) out again.
 pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     let res = conn.resources().ok_or(ENOTCONN())?;
     if task.kind() == TaskKind::Mgmt {
         return xmit_mgmt(conn, task);
     }
-    if !task.data().ok_or(EINVAL)?.cmd_sent {
-        send_command(conn, &mut task)?;
+    let cmd_sent = task.data().ok_or(EINVAL)?.cmd_sent;
+    let unsol_pdus = task.unsol_pdus_left();
+    let need = u32::from(!cmd_sent) + unsol_pdus;
+    let Some(mut rsv) = res.tx.slots.reserve(need) else {
+        conn.tx_waiting.store(true, Ordering::Release);
+        conn.counters.tx_full();
+        return Err(ENOBUFS());
+    };
+    // Once the command is posted its response may be handled on another
+    // CPU at any moment: the transport data is not touched after the post
+    // (`send_command` hands back what the Data-Outs need).
+    let local = if cmd_sent {
+        task.data().and_then(|d| d.local_data)
+    } else {
+        let slot = rsv.take().ok_or(ENOBUFS())?;
+        send_command(conn, &mut task, slot)?
+    };
+    if unsol_pdus == 0 {
+        return Ok(());
     }
     // Unsolicited Data-Out (iSER §7.3.1, InitialR2T=No): each by a Send
-    // whose payload comes straight from the registered buffer.
-    let local = task.data().and_then(|d| d.local_data);
+    // whose payload comes straight from the command's buffer. The target
+    // answers only after the last of them, so the task stays ours here.
     while task.has_unsol_data() {
-        let Some(mut slot) = res.tx.slots.claim() else {
-            conn.tx_waiting.store(true, Ordering::Release);
-            conn.counters.tx_full();
-            return Err(ENOBUFS());
-        };
-        let Some((base, lkey)) = local else {
-            res.tx.slots.release(slot);
+        let (Some(mut slot), Some((base, lkey))) = (rsv.take(), local) else {
+            // Reserved above / set by send_command: unreachable unless
+            // libiscsi changed the task under us. Fail the connection
+            // rather than resend a posted command.
+            conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
             return Err(EINVAL);
         };
         let mut hdr = [0u8; BHS_LEN];
@@ -379,12 +539,11 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
             length: len,
             lkey,
         };
-        let d = &res.tx.descs[slot.index() as usize];
-        if let Err(e) = res.qp.post_send(&[], &[], &d.cqe, &[h, data], true) {
-            res.tx.slots.release(slot);
+        if let Err(e) = res.tx.post(res.qp, &[], &[], slot, &[h, data], false) {
+            conn.counters.post_error();
+            conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
             return Err(e);
         }
-        res.tx.slots.posted(slot);
         conn.counters.tx_bytes(len as u64);
         conn.counters.data_out();
     }
@@ -393,15 +552,15 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
 
 /// Registers the command's buffer and sends the command PDU (with its
 /// immediate data) in one chain: [local inv] → REG_MR → Send.
-fn send_command(conn: &IserConn, task: &mut Task<'_, IserTask>) -> Result {
+/// Returns where the command's data lies for the Data-Out Sends.
+fn send_command(
+    conn: &IserConn,
+    task: &mut Task<'_, IserTask>,
+    slot: SlotToken,
+) -> Result<Option<(u64, u32)>> {
     let res = conn.resources().ok_or(ENOTCONN())?;
     let (dir, len, _, _) = task.scsi_data();
     let unsol = task.unsol_len();
-    let Some(slot) = res.tx.slots.claim() else {
-        conn.tx_waiting.store(true, Ordering::Release);
-        conn.counters.tx_full();
-        return Err(ENOBUFS());
-    };
     let mut read = None;
     let mut write = None;
     let mut inv = None;
@@ -482,12 +641,12 @@ fn send_command(conn: &IserConn, task: &mut Task<'_, IserTask>) -> Result {
 fn post_command(
     conn: &IserConn,
     task: &mut Task<'_, IserTask>,
-    mut slot: crate::sys::verbs::SlotToken,
+    mut slot: SlotToken,
     read: Option<proto::iser_hdr::StagVa>,
     write: Option<proto::iser_hdr::StagVa>,
     inv: Option<u32>,
     reg: Option<(u16, RemoteAccess)>,
-) -> Result {
+) -> Result<Option<(u64, u32)>> {
     let res = conn.resources().ok_or(ENOTCONN())?;
     let (dir, len, _, _) = task.scsi_data();
     let imm = task.imm_count();
@@ -523,22 +682,24 @@ fn post_command(
     let reg_req = reg.and_then(|(i, access)| res.mrs.mr(i).map(|mr| RegReq { mr, access }));
     let regs = reg_req.as_slice();
     let invs = inv.as_slice();
+    // Everything the response path reads is in place before the post: the
+    // response may be handled on another CPU before `post` returns.
     td.stags = Some(stags);
-    let d = &res.tx.descs[slot.index() as usize];
-    if let Err(e) = res.qp.post_send(invs, regs, &d.cqe, &sges[..nsge], true) {
+    td.cmd_sent = true;
+    td.cookie = conn.next_cookie();
+    let local = td.local_data;
+    if let Err(e) = res.tx.post(res.qp, invs, regs, slot, &sges[..nsge], false) {
         td.stags = None;
-        res.tx.slots.release(slot);
+        td.cmd_sent = false;
         return Err(e);
     }
-    res.tx.slots.posted(slot);
-    td.cmd_sent = true;
     if inv.is_some() {
         conn.counters.local_inv(1);
     }
     conn.counters
         .command(dir == Dir::ToDevice, dir == Dir::FromDevice, len as u64);
     conn.counters.tx_bytes(imm as u64);
-    Ok(())
+    Ok(local)
 }
 
 /// Management PDUs: login, NOP-Out, Text, TMF, Logout.
@@ -555,15 +716,9 @@ fn xmit_mgmt(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
         conn.tx_waiting.store(true, Ordering::Release);
         return Err(ENOBUFS());
     };
-    let d = &res.tx.descs[slot.index() as usize];
     if !is_login && data_len == 0 {
         let h = fill_hdr(&res.tx.slots, &mut slot, &iser, &bhs[..hdr_len], res.lkey);
-        if let Err(e) = res.qp.post_send(&[], &[], &d.cqe, &[h], true) {
-            res.tx.slots.release(slot);
-            return Err(e);
-        }
-        res.tx.slots.posted(slot);
-        return Ok(());
+        return res.tx.post(res.qp, &[], &[], slot, &[h], true);
     }
     // Login, and any management PDU with data, go through the login send
     // buffer: header and data in one SGE (at most 8 KiB of data, the login
@@ -595,15 +750,14 @@ fn xmit_mgmt(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
             conn.post_rx_ring()?;
         }
     }
-    conn.login_tx_posted(slot.index());
-    if let Err(e) = res.qp.post_send(&[], &[], &d.cqe, &[sge], true) {
-        conn.login_tx_done(slot.index());
+    let idx = slot.index();
+    conn.login_tx_posted(idx);
+    if let Err(e) = res.tx.post(res.qp, &[], &[], slot, &[sge], true) {
+        conn.login_tx_done(idx);
         res.login_tx.release(ltok);
-        res.tx.slots.release(slot);
         return Err(e);
     }
     res.login_tx.posted(ltok);
-    res.tx.slots.posted(slot);
     Ok(())
 }
 
@@ -618,6 +772,7 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
     td.mrs = [None, None];
     td.stags = None;
     td.deferred = None;
+    td.cookie = 0;
     let sg = td.sg.take();
     if let Some(res) = conn.and_then(|c| c.resources()) {
         for i in mrs.into_iter().flatten() {

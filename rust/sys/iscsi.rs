@@ -101,7 +101,7 @@ pub(crate) fn param_max_sectors() -> u32 {
 }
 
 /// Adds `delta` to module-wide live-object counter `which` (0: connections,
-/// 1: QPs, 2: MRs), shown as read-only module parameters.
+/// 1: QPs, 2: MRs, 3: PDs, 4: CQs), shown as read-only module parameters.
 pub(crate) fn live_add(which: u32, delta: i64) {
     // SAFETY: an atomic_add on a static array entry; `which` is checked
     // on the C side.
@@ -373,6 +373,14 @@ impl<D> Task<'_, D> {
     pub(crate) fn has_unsol_data(&self) -> bool {
         // SAFETY: live task.
         unsafe { b::iser_rs_task_has_unsol_data(self.raw.as_ptr()) }
+    }
+
+    /// Unsolicited Data-Out PDUs still to send (each at most the
+    /// connection's MaxXmitDataSegmentLength, as `prep_unsol_data_out`
+    /// cuts them).
+    pub(crate) fn unsol_pdus_left(&self) -> u32 {
+        // SAFETY: live task bound to a live connection.
+        unsafe { b::iser_rs_task_unsol_pdus_left(self.raw.as_ptr()) }
     }
 
     /// Builds the next unsolicited Data-Out BHS into `hdr`; returns

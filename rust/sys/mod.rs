@@ -9,11 +9,15 @@
 //! - [`verbs`]: ib_core PD, CQ, MR, DMA buffers, work requests, completions.
 //! - [`cm`]: rdma_cm ids, their event handler and QP.
 //! - [`once`]: `SetOnce`, lock-free publication of set-once state.
+//! - [`bhlock`]: `BhSpinLock`, a spinlock that disables bottom halves.
+//! - [`pool`]: `IndexPool`, lock-free index allocation with reservations.
 
+pub(crate) mod bhlock;
 pub(crate) mod bindings;
 pub(crate) mod cm;
 pub(crate) mod iscsi;
 pub(crate) mod once;
+pub(crate) mod pool;
 pub(crate) mod verbs;
 
 /// A pointer returned by a C allocator that answers NULL or `ERR_PTR()` on

@@ -3,8 +3,8 @@
 //! regions for fast registration, DMA-mapped buffers, work requests and the
 //! `ib_cqe.done` completion trampoline.
 //!
-//! Ownership: [`Pd`], [`Cq`], [`Mr`] and [`DmaBuf`] free their C object on
-//! drop. A queue pair belongs to its `rdma_cm_id` ([`super::cm`]); this file
+//! Ownership: [`Cq`], [`Mr`] and [`DmaBuf`] free their C object on drop;
+//! [`Pd`] is a counted share of its device's PD, freed with the last share. A queue pair belongs to its `rdma_cm_id` ([`super::cm`]); this file
 //! only posts to it through [`QpRef`].
 //!
 //! The rule that makes posting sound: a work request names a [`Cqe`]
@@ -14,6 +14,8 @@
 //! (`ib_drain_qp`) before it frees any of them.
 
 use super::bindings as b;
+use super::pool::{IndexPool, Reservation};
+use core::cell::UnsafeCell;
 use core::ptr::NonNull;
 use kernel::error::code::{EINVAL, EIO, ENOMEM};
 use kernel::prelude::*;
@@ -89,9 +91,54 @@ impl Device {
     }
 }
 
-/// A protection domain. Never created with `IB_PD_UNSAFE_GLOBAL_RKEY`.
+/// Live-object counter indices (see `iser_rs_live` in the C part).
+const LIVE_PD: u32 = 3;
+const LIVE_CQ: u32 = 4;
+
+/// How many RDMA devices share a PD through the registry. A host with more
+/// devices in use still works: each further connection gets a PD of its own.
+const PD_REGISTRY_SLOTS: usize = 32;
+
+#[derive(Clone, Copy)]
+struct PdEntry {
+    dev: *mut b::ib_device,
+    pd: NonNull<b::ib_pd>,
+    /// Connections holding this PD.
+    users: u32,
+}
+
+/// The per-device PD registry (ib_iser's `iser_device` list): a fixed array,
+/// so registering never allocates and nothing is left to free at unload.
+struct PdRegistry(UnsafeCell<[Option<PdEntry>; PD_REGISTRY_SLOTS]>);
+
+// SAFETY: the array is only reached through `with_pd_registry`, which holds
+// `iser_rs_dev_mutex` for the whole access.
+unsafe impl Sync for PdRegistry {}
+
+static PD_REGISTRY: PdRegistry = PdRegistry(UnsafeCell::new([None; PD_REGISTRY_SLOTS]));
+
+/// Runs `f` on the registry under `iser_rs_dev_mutex`. Process context only
+/// (it sleeps on the mutex); `f` must not call back into the registry.
+fn with_pd_registry<R>(f: impl FnOnce(&mut [Option<PdEntry>]) -> R) -> R {
+    // SAFETY: a plain kernel mutex; callers are in process context.
+    unsafe { b::iser_rs_dev_lock() };
+    // SAFETY: the mutex is held, so this is the only reference to the array
+    // until the unlock below.
+    let r = f(unsafe { &mut *PD_REGISTRY.0.get() });
+    // SAFETY: locked above by this thread.
+    unsafe { b::iser_rs_dev_unlock() };
+    r
+}
+
+/// A protection domain, shared by every connection on the same RDMA device
+/// (refcounted in a registry; the last user frees it). Never created with
+/// `IB_PD_UNSAFE_GLOBAL_RKEY`: iser-rs exposes no global rkey.
+///
+/// Taken and dropped in process context only (CM handler, teardown).
 pub(crate) struct Pd {
     pd: NonNull<b::ib_pd>,
+    /// In the registry (false: the registry was full, the PD is private).
+    shared: bool,
 }
 
 // SAFETY: an ib_pd is used from any context; ib_core synchronises it.
@@ -100,11 +147,35 @@ unsafe impl Send for Pd {}
 unsafe impl Sync for Pd {}
 
 impl Pd {
-    pub(crate) fn new(dev: Device) -> Result<Self> {
-        // SAFETY: `dev` is live (its invariant).
-        let pd = unsafe { b::iser_rs_alloc_pd(dev.as_ptr()) };
-        let pd = super::from_err_ptr(pd)?;
-        Ok(Pd { pd })
+    /// The PD of `dev`: the shared one if a connection already holds it,
+    /// else a new one.
+    pub(crate) fn get(dev: Device) -> Result<Self> {
+        with_pd_registry(|slots| {
+            if let Some(e) = slots.iter_mut().flatten().find(|e| e.dev == dev.as_ptr()) {
+                e.users += 1;
+                return Ok(Pd {
+                    pd: e.pd,
+                    shared: true,
+                });
+            }
+            // Allocating under the (sleeping) mutex keeps two first
+            // connections of a device from making two PDs.
+            // SAFETY: `dev` is live (its invariant).
+            let pd = super::from_err_ptr(unsafe { b::iser_rs_alloc_pd(dev.as_ptr()) })?;
+            super::iscsi::live_add(LIVE_PD, 1);
+            let shared = match slots.iter_mut().find(|s| s.is_none()) {
+                Some(slot) => {
+                    *slot = Some(PdEntry {
+                        dev: dev.as_ptr(),
+                        pd,
+                        users: 1,
+                    });
+                    true
+                }
+                None => false,
+            };
+            Ok(Pd { pd, shared })
+        })
     }
 
     pub(crate) fn as_ptr(&self) -> *mut b::ib_pd {
@@ -120,9 +191,32 @@ impl Pd {
 
 impl Drop for Pd {
     fn drop(&mut self) {
-        // SAFETY: the PD was allocated in `new`; its users (QP, MRs) are
-        // dropped before it by the owner's documented order.
-        unsafe { b::iser_rs_dealloc_pd(self.as_ptr()) };
+        let last = !self.shared
+            || with_pd_registry(|slots| {
+                for slot in slots.iter_mut() {
+                    if let Some(e) = slot {
+                        if e.pd == self.pd {
+                            e.users -= 1;
+                            if e.users == 0 {
+                                *slot = None;
+                                return true;
+                            }
+                            return false;
+                        }
+                    }
+                }
+                // Unreachable: a shared Pd is in the registry until its
+                // last user drops. Leaking beats a double free.
+                pr_err!("PD missing from the registry\n");
+                false
+            });
+        if last {
+            // SAFETY: no other user is left (private PD, or the registry
+            // entry just removed); this connection's QP and MRs were dropped
+            // before it by the owner's documented order.
+            unsafe { b::iser_rs_dealloc_pd(self.as_ptr()) };
+            super::iscsi::live_add(LIVE_PD, -1);
+        }
     }
 }
 
@@ -150,6 +244,7 @@ impl Cq {
             )
         };
         let cq = super::from_err_ptr(cq)?;
+        super::iscsi::live_add(LIVE_CQ, 1);
         Ok(Cq { cq, nr_cqe })
     }
 
@@ -163,6 +258,7 @@ impl Drop for Cq {
         // SAFETY: got from the pool in `from_pool` with the same count; the
         // QP using it is destroyed before (owner's order).
         unsafe { b::ib_cq_pool_put(self.as_ptr(), self.nr_cqe) };
+        super::iscsi::live_add(LIVE_CQ, -1);
     }
 }
 
@@ -370,12 +466,11 @@ pub(crate) struct DmaSlots {
     buf: DmaBuf,
     base: *mut u8,
     slot_len: usize,
-    busy: KVec<core::sync::atomic::AtomicBool>,
-    hint: core::sync::atomic::AtomicU32,
+    free: IndexPool,
 }
 
 // SAFETY: slot contents are only written through a `SlotToken`, which is
-// unique per slot (claimed by compare-exchange); everything else is atomic.
+// unique per slot (taken from the `IndexPool`); everything else is atomic.
 unsafe impl Send for DmaSlots {}
 // SAFETY: as above.
 unsafe impl Sync for DmaSlots {}
@@ -390,52 +485,47 @@ impl SlotToken {
     }
 }
 
+/// Slots set aside by [`DmaSlots::reserve`] (see [`Reservation`]).
+pub(crate) struct SlotReservation<'a>(Reservation<'a>);
+
+impl SlotReservation<'_> {
+    /// One reserved slot (`None` once the reservation is used up).
+    pub(crate) fn take(&mut self) -> Option<SlotToken> {
+        self.0.take().map(SlotToken)
+    }
+}
+
 impl DmaSlots {
     pub(crate) fn new(dev: Device, n: u32, slot_len: usize) -> Result<Self> {
         let mut buf = DmaBuf::new(dev, n as usize * slot_len, true, GFP_KERNEL)?;
         let base = buf.buf.as_mut_ptr();
-        let mut busy = KVec::with_capacity(n as usize, GFP_KERNEL)?;
-        for _ in 0..n {
-            busy.push(core::sync::atomic::AtomicBool::new(false), GFP_KERNEL)?;
-        }
         Ok(DmaSlots {
             buf,
             base,
             slot_len,
-            busy,
-            hint: core::sync::atomic::AtomicU32::new(0),
+            free: IndexPool::new(n)?,
         })
+    }
+
+    /// Sets `n` slots aside, all or none (lock-free; any context).
+    pub(crate) fn reserve(&self, n: u32) -> Option<SlotReservation<'_>> {
+        self.free.reserve(n).map(SlotReservation)
     }
 
     /// Claims a free slot (lock-free; any context).
     pub(crate) fn claim(&self) -> Option<SlotToken> {
-        use core::sync::atomic::Ordering;
-        let n = self.busy.len();
-        let start = self.hint.load(Ordering::Relaxed) as usize;
-        for k in 0..n {
-            let i = (start + k) % n;
-            if self.busy[i]
-                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-            {
-                self.hint.store(((i + 1) % n) as u32, Ordering::Relaxed);
-                return Some(SlotToken(i as u32));
-            }
-        }
-        None
+        self.free.claim().map(SlotToken)
     }
 
     /// Releases a claimed slot that was not posted.
     pub(crate) fn release(&self, t: SlotToken) {
-        self.release_index(t.0);
+        self.free.release(t.0);
     }
 
     /// Releases slot `i` after the Send that used it completed (the token
-    /// was consumed by `posted`).
+    /// was consumed by `posted`). Releasing a free slot is a no-op.
     pub(crate) fn release_index(&self, i: u32) {
-        if let Some(b) = self.busy.get(i as usize) {
-            b.store(false, core::sync::atomic::Ordering::Release);
-        }
+        self.free.release(i);
     }
 
     /// Gives up the token once a Send names the slot: only its completion
