@@ -137,7 +137,6 @@ struct Task {
     residual: Option<(bool, u32)>,
     hostile: Option<Mode>,
     probe: Option<ProbePlan>,
-    scratch: Option<u32>,
     stalled: bool,
 }
 
@@ -183,7 +182,9 @@ pub struct Conn {
     big: Option<Mr>,
     ep: Endpoint,
     send_free: Vec<u32>,
-    scratch_free: Vec<u32>,
+    /// Next scratch slot (round robin: a slot is reused only after 127
+    /// other control Data-Ins, long after its unsignaled Write executed).
+    scratch_next: u32,
     remote_inv: bool,
     phase: Phase,
     discovery: bool,
@@ -309,7 +310,7 @@ impl Peer {
             big: None,
             ep,
             send_free: (0..SEND_SLOTS).rev().collect(),
-            scratch_free: (0..SCRATCH_SLOTS).rev().collect(),
+            scratch_next: 0,
             remote_inv,
             phase: Phase::Login,
             discovery: false,
@@ -786,9 +787,6 @@ impl Peer {
                         "{}: ABORT TASK {:#x} ({:?}, stalled {})",
                         c.name, t.itt, t.dir, t.stalled
                     ));
-                    if let Some(s) = t.scratch {
-                        c.scratch_free.push(s);
-                    }
                 } else {
                     resp = 1; // task does not exist
                 }
@@ -800,7 +798,6 @@ impl Peer {
                     c.tasks.len()
                 ));
                 c.tasks.clear();
-                c.scratch_free = (0..SCRATCH_SLOTS).rev().collect();
             }
             _ => resp = 5, // not supported
         }
@@ -902,7 +899,6 @@ impl Peer {
             residual: None,
             hostile,
             probe,
-            scratch: None,
             stalled: false,
         };
         if let Some(m) = hostile {
@@ -927,8 +923,9 @@ impl Peer {
                         self.c.protocol_errors += 1;
                         return Err(format!("Data-In command ITT {itt:#x} without Read STag"));
                     };
-                    let slot = c.scratch_free.pop().ok_or("scratch slots exhausted")?;
-                    t.scratch = Some(slot);
+                    // Slot 0 is the probe / late-write source.
+                    let slot = 1 + c.scratch_next % (SCRATCH_SLOTS - 1);
+                    c.scratch_next = c.scratch_next.wrapping_add(1);
                     let off = slot as usize * SCRATCH_SLOT;
                     c.scratch.buf.write(off, &v[..len as usize]);
                     c.ep.rdma_write(
@@ -988,8 +985,19 @@ impl Peer {
                             // Spec 004: a zero-length RDMA Read after the
                             // Writes of a burst whose last Data-In carries
                             // the A-bit; it cannot pass them (ordering).
-                            c.ep.rdma_read(wr(K_ZREAD, itt as u64), None, r.va, r.stag)
-                                .map_err(|e| format!("post zero-length Read: {e}"))?;
+                            c.ep.rdma_read(
+                                wr(K_ZREAD, itt as u64),
+                                // One zero-length SGE: siw takes exactly one
+                                // sink SGE for a Read.
+                                Some(Local {
+                                    mr: &c.scratch,
+                                    off: 0,
+                                    len: 0,
+                                }),
+                                r.va,
+                                r.stag,
+                            )
+                            .map_err(|e| format!("post zero-length Read: {e}"))?;
                             t.acks_pending += 1;
                         }
                     }
@@ -1077,9 +1085,6 @@ impl Peer {
         let Some(t) = c.tasks.remove(&itt) else {
             return Ok(());
         };
-        if let Some(s) = t.scratch {
-            c.scratch_free.push(s);
-        }
         let mut r = c.bhs(0x21, 0x80);
         r[3] = t.status;
         if let Some((over, n)) = t.residual {
