@@ -17,7 +17,8 @@ BINDGEN_KERNEL := $(HOME)/.cargo/bin/bindgen
 export DEBUG ?= 0
 
 # Resolved lazily: only targets that need the kernel pay for finding/building it.
-KDIR ?= $(shell $(REPO)/scripts/build-kernel)
+# (make 4.3 does not pass exported variables to $(shell): hand DEBUG over.)
+KDIR ?= $(shell DEBUG=$(DEBUG) $(REPO)/scripts/build-kernel)
 KMAKE = $(MAKE) -C $(KDIR) M=$(REPO) RUSTC=$(RUSTC_KERNEL) BINDGEN=$(BINDGEN_KERNEL) \
         $(if $(filter 1,$(DEBUG)),LLVM=1)
 
