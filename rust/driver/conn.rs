@@ -127,7 +127,7 @@ pub(crate) struct IserConn {
 
 impl IserConn {
     /// Allocates the connection and starts address resolution of `dst`.
-    pub(crate) fn connect(dst: SockAddr) -> Result<Pin<KBox<IserConn>>> {
+    pub(crate) fn connect(dst: &SockAddr<'_>) -> Result<Pin<KBox<IserConn>>> {
         let conn = KBox::pin(
             IserConn {
                 state: AtomicU8::new(State::Connecting as u8),
@@ -149,8 +149,7 @@ impl IserConn {
         // SAFETY: the connection is pinned in its box and outlives the id:
         // `shutdown` destroys the id before the box is dropped.
         let id = unsafe { CmId::new::<IserConn>(&*conn) }?;
-        // SAFETY: `dst` is iscsid's socket address, valid for this call.
-        unsafe { id.resolve_addr(dst.0, RESOLVE_TIMEOUT_MS) }?;
+        id.resolve_addr(dst, RESOLVE_TIMEOUT_MS)?;
         conn.cm.set(id)?;
         super::counters::live_conn(1);
         Ok(conn)

@@ -17,7 +17,7 @@ impl TransportOps for IserTransport {
     type Ep = IserConn;
     type TaskData = IserTask;
 
-    fn ep_connect(dst: SockAddr) -> Result<Pin<KBox<IserConn>>> {
+    fn ep_connect(dst: &SockAddr<'_>) -> Result<Pin<KBox<IserConn>>> {
         IserConn::connect(dst)
     }
 

@@ -137,11 +137,10 @@ impl CmId {
 
     /// Starts address resolution of `dst` (a `sockaddr_in`/`sockaddr_in6`
     /// from iscsid); ends in ADDR_RESOLVED or ADDR_ERROR.
-    ///
-    /// # Safety
-    /// `dst` must point to a valid socket address.
-    pub(crate) unsafe fn resolve_addr(&self, dst: *mut b::sockaddr, timeout_ms: u32) -> Result {
-        // SAFETY: live id; `dst` per the caller.
+    pub(crate) fn resolve_addr(&self, dst: &super::iscsi::SockAddr<'_>, timeout_ms: u32) -> Result {
+        let dst = dst.as_ptr();
+        // SAFETY: live id; `dst` is valid (the `SockAddr` invariant), and
+        // rdma_resolve_addr copies it.
         kernel::error::to_result(unsafe {
             b::rdma_resolve_addr(
                 self.id.as_ptr(),

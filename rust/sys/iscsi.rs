@@ -57,7 +57,7 @@ pub(crate) trait TransportOps: 'static {
 
     /// Starts connecting to `dst`. Blocking or not, the result is polled
     /// with [`TransportOps::ep_poll`].
-    fn ep_connect(dst: SockAddr) -> Result<Pin<KBox<Self::Ep>>>;
+    fn ep_connect(dst: &SockAddr<'_>) -> Result<Pin<KBox<Self::Ep>>>;
     /// Waits up to `timeout_ms` for the connection: Ok(true) connected,
     /// Ok(false) not yet, Err on failure.
     fn ep_poll(ep: &Self::Ep, timeout_ms: u32) -> Result<bool>;
@@ -123,9 +123,17 @@ pub(crate) struct HostLimits {
     pub(crate) dma_dev: *mut b::device,
 }
 
-/// A destination socket address from iscsid, valid for the callback.
-#[derive(Clone, Copy)]
-pub(crate) struct SockAddr(pub(crate) *mut b::sockaddr);
+/// A destination socket address from iscsid. Invariant: points to a valid
+/// `sockaddr_in`/`sockaddr_in6` for as long as the handle exists; only the
+/// `ep_connect` trampoline makes one, and the handle cannot be copied out
+/// of that call's borrow.
+pub(crate) struct SockAddr<'a>(*mut b::sockaddr, core::marker::PhantomData<&'a ()>);
+
+impl SockAddr<'_> {
+    pub(crate) fn as_ptr(&self) -> *mut b::sockaddr {
+        self.0
+    }
+}
 
 /// An `iscsi_conn` handle.
 #[derive(Clone, Copy)]
@@ -474,7 +482,7 @@ unsafe extern "C" fn ep_connect_tr<T: TransportOps>(
     if ep.is_null() {
         return err_ptr(ENOMEM);
     }
-    match T::ep_connect(SockAddr(dst)) {
+    match T::ep_connect(&SockAddr(dst, core::marker::PhantomData)) {
         Ok(obj) => {
             // SAFETY: the object stays pinned in its box; the raw pointer is
             // turned back into the box in `ep_disconnect_tr`.
