@@ -215,3 +215,166 @@ REPORT_RE='BUG:|WARNING:|Oops|KASAN|UBSAN|possible circular locking|possible rec
 kernel_reports() {
     dmesg | grep -E "$REPORT_RE" || true
 }
+
+# --- fault and recovery (cases 04x) ------------------------------------------
+# now_ms: monotonic-enough wall clock in milliseconds.
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+# sess_states: the state of every iSCSI session (LOGGED_IN, FAILED, FREE), one a line.
+sess_states() { cat /sys/class/iscsi_session/session*/state 2>/dev/null; }
+
+# wait_sess STATE N TIMEOUT_S: wait until at least N sessions are in STATE;
+# echoes the milliseconds waited, fails after TIMEOUT_S.
+wait_sess() {
+    local state=$1 n=$2 t=$3 t0 now
+    t0=$(now_ms)
+    while :; do
+        now=$(now_ms)
+        if [ "$(sess_states | grep -cx "$state")" -ge "$n" ]; then
+            echo $((now - t0)); return 0
+        fi
+        [ $((now - t0)) -ge $((t * 1000)) ] && return 1
+        sleep 0.1
+    done
+}
+
+# login_node PORTAL [name=value ...]: discovery on PORTAL through iser, set
+# the node record's parameters (e.g. node.session.timeo.replacement_timeout=5)
+# and log in; the disk appears later (wait_disks / session_disks).
+login_node() {
+    local portal=$1 kv; shift
+    iscsiadm -m discovery -t st -p "$portal" -I iser >/dev/null || return 1
+    for kv in "$@"; do
+        iscsiadm -m node -T $TGT_IQN -p "$portal" -I iser -o update -n "${kv%%=*}" -v "${kv#*=}" >/dev/null || return 1
+    done
+    iscsiadm -m node -T $TGT_IQN -p "$portal" -I iser --login >/dev/null
+}
+
+# iser_connects: how many connections iser_rs has established since boot.
+iser_connects() { dmesg | grep -c "iser_rs: connected"; }
+
+# slab_kb: unreclaimable slab memory in kB (/proc/meminfo; the tinyconfig
+# kernel has SLUB_TINY and no /proc/slabinfo), after dropping clean caches.
+slab_kb() {
+    sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null
+    sed -n 's/^SUnreclaim: *\([0-9]*\) kB/\1/p' /proc/meminfo
+}
+
+# kmsg_watch_start / kmsg_watch_check: follow the kernel log from now on into
+# a file and, at the end, fail on any report in it. Long cases use this next
+# to the runner's check because they can wrap the kernel's log buffer.
+KMSG_WATCH_PID= KMSG_WATCH_FILE=/tmp/kmsg-watch.log
+kmsg_watch_start() {
+    : > "$KMSG_WATCH_FILE"
+    dmesg -W > "$KMSG_WATCH_FILE" 2>&1 &
+    KMSG_WATCH_PID=$!
+}
+kmsg_watch_check() {
+    local r
+    sleep 0.5
+    [ -n "$KMSG_WATCH_PID" ] && kill "$KMSG_WATCH_PID" 2>/dev/null
+    wait "$KMSG_WATCH_PID" 2>/dev/null
+    KMSG_WATCH_PID=
+    r=$(grep -E "$REPORT_RE" "$KMSG_WATCH_FILE" || true)
+    # Known reports inside the LIO target (tests/known-target-reports) are
+    # printed and not failed, as tests/run-guest does.
+    local k=$ISER_RS_REPO/tests/known-target-reports
+    if [ -n "$r" ] && [ -s "$k" ]; then
+        echo "$r" | grep -Ef <(grep -v '^#' "$k" | grep .) | sed 's/^/# known LIO target report (not the initiator): /'
+        r=$(echo "$r" | grep -vEf <(grep -v '^#' "$k" | grep .) || true)
+    fi
+    [ -z "$r" ] && return 0
+    local first; first=$(echo "$r" | head -1 | sed 's/^\[[^]]*\] //')
+    echo "# kernel report:"; grep -F -B2 -A30 -- "$first" "$KMSG_WATCH_FILE" | head -60 | sed 's/^/#   /'
+    return 1
+}
+
+# kmemleak_check: on a kernel with kmemleak, scan now and fail on any
+# suspected leak (printed with its backtrace); no-op (status 0) without it.
+kmemleak_check() {
+    local k=/sys/kernel/debug/kmemleak
+    mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug 2>/dev/null
+    [ -e $k ] || return 0
+    echo scan > $k; sleep 1; echo scan > $k
+    local r; r=$(cat $k)
+    [ -z "$r" ] && { log "kmemleak: scan clean"; return 0; }
+    echo "$r" | head -120 | sed 's/^/#   /'
+    return 1
+}
+
+# fio_loop_start DISK [fio options]: successive crc32c write+verify passes on
+# DISK in the background until fio_loop_stop; every pass must verify clean.
+# fio_loop_stop: ends after the running pass; echoes "PASSES IOS" (IOS: blocks
+# read back and verified); fails if any pass failed (its output is printed).
+FIO_LOOP_PID= FIO_LOOP_DIR=/tmp/fio-loop
+fio_loop_start() {
+    local disk=$1; shift
+    rm -rf "$FIO_LOOP_DIR"; mkdir -p "$FIO_LOOP_DIR"
+    (
+        n=0
+        while [ ! -e "$FIO_LOOP_DIR/stop" ]; do
+            n=$((n + 1))
+            fio --name=loop --filename="$disk" --direct=1 --ioengine=libaio \
+                --verify=crc32c --do_verify=1 --verify_fatal=1 \
+                --output-format=json --output="$FIO_LOOP_DIR/pass$n.json" "$@" \
+                > "$FIO_LOOP_DIR/pass$n.err" 2>&1 || { echo "$n" > "$FIO_LOOP_DIR/failed"; exit 1; }
+        done
+    ) &
+    FIO_LOOP_PID=$!
+}
+fio_loop_stop() {
+    touch "$FIO_LOOP_DIR/stop"
+    wait "$FIO_LOOP_PID"
+    local rc=$?
+    if [ -e "$FIO_LOOP_DIR/failed" ] || [ $rc -ne 0 ]; then
+        local n; n=$(cat "$FIO_LOOP_DIR/failed" 2>/dev/null)
+        {
+            cp "$FIO_LOOP_DIR/pass$n.err" "$ISER_RS_OUT/cases/$(basename "$0" .sh).fio-pass$n.err" 2>/dev/null
+            echo "# fio pass $n failed:"
+            grep -vE '^\s*$' "$FIO_LOOP_DIR/pass$n.err" 2>/dev/null | tail -20 | sed 's/^/#   /'
+            python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); [print("#   job %s: error %s, read ios %s, write ios %s" % (x["jobname"], x["error"], x["read"]["total_ios"], x["write"]["total_ios"])) for x in j["jobs"]]' "$FIO_LOOP_DIR/pass$n.json" 2>/dev/null
+        } >&2
+        return 1
+    fi
+    python3 - "$FIO_LOOP_DIR" <<'PY'
+import glob, json, sys
+passes = ios = 0
+for f in glob.glob(sys.argv[1] + "/pass*.json"):
+    j = json.load(open(f))
+    passes += 1
+    ios += sum(job["read"]["total_ios"] for job in j["jobs"])
+print(passes, ios)
+PY
+}
+
+# target_relisten [ADDR]: LIO's iSER listener is an rdma_cm id on the RDMA
+# device; it is gone after that device was removed. Re-create it on every
+# iSER portal (or those whose address starts with ADDR).
+target_relisten() {
+    local np
+    for np in "$CFG/target/iscsi/$TGT_IQN/tpgt_1/np/${1:-}"*; do
+        [ "$(cat "$np/iser" 2>/dev/null)" = 1 ] || continue
+        echo 0 > "$np/iser"
+        # A new device's address (GID) appears asynchronously: retry a while.
+        local i
+        for ((i = 0; i < 50; i++)); do
+            echo 1 > "$np/iser" 2>/dev/null && break
+            sleep 0.2
+        done
+        [ "$(cat "$np/iser")" = 1 ] || { echo "# LIO: no iSER listener on ${np##*/}"; return 1; }
+    done
+}
+
+# rxe_qp1_dead DEV: rxe moves a QP to ERR when it cannot route a packet (its
+# netdev is down), its GSI QP (QP1, which carries the RDMA CM's MADs) too, and
+# ib_mad only recovers QP1 from SQE, never from ERR: after a CM message was
+# sent while the link was down, no connection can be set up on DEV again.
+rxe_qp1_dead() { rdma res show qp link "$1/1" 2>/dev/null | grep -q "type GSI state ERR"; }
+
+# rxe_recreate DEV NETDEV [ADDR]: remove and re-add the soft-RoCE device, then
+# LIO's listeners (on ADDR's portals) with it.
+rxe_recreate() {
+    timeout 120 rdma link delete "$1" || { echo "# rdma link delete $1 did not finish"; return 1; }
+    rdma link add "$1" type rxe netdev "$2" || return 1
+    target_relisten "${3:-}"
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Repetition: CYCLES (100) login/logout cycles through iser_rs. After every
+# logout the live connection/QP/MR/PD/CQ counts are back to 0; every 10th
+# cycle scans its LUN and reads from the disk; unreclaimable slab after the
+# cycles is back near its level after the warm-up cycles; on a kmemleak
+# kernel a scan after unloading the module is clean.
+. "$(dirname "$0")/../lib.sh"
+cycles=${CYCLES:-100}
+slab_slack_kb=${SLAB_SLACK_KB:-1024}
+setup_rdma rxe
+setup_target 1
+start_iscsid
+load_initiator iser_rs
+kmsg_watch_start
+portal=$TGT_IP4:$TGT_PORT
+iscsiadm -m discovery -t st -p $portal -I iser >/dev/null || die "discovery"
+# No LUN scan at login (a disk, its udev events and partition scan cost
+# seconds each under TCG); every 10th cycle scans and reads from the disk.
+iscsiadm -m node -T $TGT_IQN -p $portal -I iser -o update -n node.session.scan -v manual >/dev/null
+cycle() { # cycle N: one login, every 10th a scan and a read, logout, live counts back to 0
+    iscsiadm -m node -T $TGT_IQN -p $portal -I iser --login >/dev/null || die "login in cycle $1"
+    wait_sess LOGGED_IN 1 30 >/dev/null || die "session not logged in, cycle $1"
+    local c; c=$(live_counts)
+    [ "${c%% *}" = "live_conns=1" ] || die "cycle $1: logged in with $c"
+    if [ $(($1 % 10)) = 0 ]; then
+        iscsiadm -m session --rescan >/dev/null || die "rescan in cycle $1"
+        local d; d=$(wait_disks | head -1) || die "no disk in cycle $1"
+        dd if="$d" of=/dev/null bs=64k count=16 iflag=direct status=none || die "read in cycle $1"
+    fi
+    iscsiadm -m node -T $TGT_IQN -p $portal --logout >/dev/null || die "logout in cycle $1"
+    wait_live_zero || die "cycle $1: live objects after logout: $(live_counts)"
+}
+# Warm-up: caches (sessions' sysfs, SCSI hosts, slab caches) settle first.
+for i in 1 2 3; do cycle 0; done
+slab0=$(slab_kb)
+t0=$(now_ms)
+for ((i = 1; i <= cycles; i++)); do
+    cycle $i
+    [ $((i % 25)) = 0 ] && log "cycle $i: slab $(slab_kb) kB (start $slab0 kB)"
+done
+ms=$(( $(now_ms) - t0 ))
+slab1=$(slab_kb)
+log "$cycles login/logout cycles in ${ms} ms ($((ms / cycles)) ms each); live counts 0 after every logout"
+log "unreclaimable slab: $slab0 kB after warm-up, $slab1 kB after the cycles (delta $((slab1 - slab0)) kB, allowed $slab_slack_kb)"
+iscsiadm -m node -o delete >/dev/null 2>&1
+rmmod iser_rs || die "rmmod iser_rs after the cycles"
+kmemleak_check || die "kmemleak reports after $cycles cycles"
+kmsg_watch_check || die "kernel report during the cycles"
+[ $((slab1 - slab0)) -le "$slab_slack_kb" ] || die "unreclaimable slab grew by $((slab1 - slab0)) kB over $cycles cycles"
