@@ -378,3 +378,181 @@ rxe_recreate() {
     rdma link add "$1" type rxe netdev "$2" || return 1
     target_relisten "${3:-}"
 }
+
+# --- iser-peer (tools/iser-peer): the project's userspace iSER target --------
+# start_peer [peer options...]: runs the peer on $PEER_ADDR:$PEER_PORT in the
+# background (RAM LUN, iSCSI name $PEER_IQN); its counters go to
+# $PEER_STATS (key=value), its log to $PEER_LOG. stop_peer ends it (SIGTERM:
+# final counters) and is also run when the case exits, after the logout.
+PEER_BIN=$ISER_RS_REPO/tools/iser-peer/target/release/iser-peer
+PEER_IQN=iqn.2026-11.test.iser-rs:peer
+PEER_ADDR=${PEER_ADDR:-$TGT_IP4}
+PEER_PORT=${PEER_PORT:-3261}
+PEER_STATS=/tmp/iser-peer.stats
+PEER_LOG=/tmp/iser-peer.log
+PEER_PID=
+start_peer() {
+    [ -x "$PEER_BIN" ] || die "iser-peer not built ($PEER_BIN): run make peer"
+    rm -f "$PEER_STATS"
+    "$PEER_BIN" --iqn $PEER_IQN --stats $PEER_STATS "$@" "$PEER_ADDR" "$PEER_PORT" \
+        >"$PEER_LOG.final" 2>"$PEER_LOG" &
+    PEER_PID=$!
+    local i
+    for ((i = 0; i < 50; i++)); do
+        grep -q "listening on" "$PEER_LOG" 2>/dev/null && break
+        kill -0 $PEER_PID 2>/dev/null || { cat "$PEER_LOG"; die "iser-peer exited at start"; }
+        sleep 0.1
+    done
+    [ "${ISER_RS_NO_CLEANUP:-0}" = 1 ] || trap 'case_cleanup; stop_peer quiet' EXIT
+}
+
+# stop_peer [quiet]: SIGTERM the peer, wait, show the end of its log.
+stop_peer() {
+    [ -n "$PEER_PID" ] || return 0
+    kill -TERM "$PEER_PID" 2>/dev/null
+    wait "$PEER_PID" 2>/dev/null
+    PEER_PID=
+    [ "${1:-}" = quiet ] && return 0
+    grep -vE "full feature|established|connect request|disconnected" "$PEER_LOG" | tail -15 | sed 's/^/# peer: /'
+    tr '\n' ' ' < "$PEER_STATS" | fold -w 150 | sed 's/^/# peer stats: /'
+    echo
+}
+
+# peer_stat NAME: the peer's counter NAME (0 if unknown).
+peer_stat() {
+    local v
+    v=$(sed -n "s/^$1=//p" "$PEER_STATS" 2>/dev/null)
+    echo "${v:-0}"
+}
+
+# peer_login [iface]: SendTargets discovery and login to the peer; echoes the disk.
+peer_login() {
+    local iface=${1:-iser} portal=$PEER_ADDR:$PEER_PORT
+    [[ $PEER_ADDR == *:* ]] && portal="[$PEER_ADDR]:$PEER_PORT"
+    iscsiadm -m discovery -t st -p "$portal" -I "$iface" >/dev/null || return 1
+    iscsiadm -m node -T $PEER_IQN -p "$portal" -I "$iface" --login >/dev/null || return 1
+    wait_disks
+}
+
+# wait_logged_in [seconds]: wait until every session is LOGGED_IN again.
+wait_logged_in() {
+    local i n=$(( ${1:-30} * 10 ))
+    for ((i = 0; i < n; i++)); do
+        iscsiadm -m session -P1 2>/dev/null | grep -q "iSCSI Session State: LOGGED_IN" &&
+            ! iscsiadm -m session -P1 2>/dev/null | grep "iSCSI Session State:" | grep -qv LOGGED_IN && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# setup_siw: soft-iWARP device siw0 on its own veth pair (veth2, address
+# $SIW_IP4), so that rxe0/LIO on veth0 and their listeners stay untouched.
+SIW_IP4=198.51.100.1
+setup_siw() {
+    mountpoint -q $CFG || mount -t configfs none $CFG
+    if ! ip link show veth2 >/dev/null 2>&1; then
+        ip link add veth2 type veth peer name veth3
+        ip addr add $SIW_IP4/24 dev veth2
+        ip link set veth2 up
+        ip link set veth3 up
+        ip link set lo up
+    fi
+    rdma link show siw0/1 >/dev/null 2>&1 || rdma link add siw0 type siw netdev veth2 || die "rdma link add siw0"
+    rdma link show siw0/1 | grep -q "state ACTIVE" || sleep 1
+    rdma link show siw0/1 | grep -q "state ACTIVE" || die "siw0 not ACTIVE"
+}
+
+# iser_events: iser_rs connection-level log lines since boot (connects,
+# losses, protocol errors), for before/after comparisons.
+iser_rs_connects() { dmesg | grep -c "iser_rs: connected"; }
+iser_rs_errors() { dmesg | grep -cE "iser_rs: (connection lost|protocol error|receive failed|send failed|local invalidate failed)"; }
+
+# peer_fio_verify DEV [fio options]: like fio_verify but with a log in
+# /tmp/peer-fio.log (and failures shown).
+peer_fio_verify() {
+    local dev=$1; shift
+    fio --name=verify --filename="$dev" --direct=1 --ioengine=libaio \
+        --verify=crc32c --do_verify=1 --verify_fatal=1 --size=4M \
+        --output=/tmp/peer-fio.log "$@" >/dev/null 2>&1
+}
+
+# peer_mode INITIATOR MODE EXPECT [peer options...]: one hostile (or polite)
+# peer mode against INITIATOR (iser_rs|ib_iser) on rxe0, with a fio crc32c
+# verify workload; checks the outcome a careful initiator gives and prints
+#   "# mode MODE: PASS|FAIL <what happened>"
+# EXPECT: conn-error (reconnect, I/O retried, verify clean), no-error
+# (verify clean, no reconnect), tmf (an abort, verify clean), late-dead
+# (status-first: the late RDMA Write finds the STag invalid), login-fail
+# (the login fails cleanly), any (verify clean; reconnect or not).
+# Always: no kernel report, logout, live counts zero, the module unloads.
+# Returns 0 on PASS. The last outcome line is in $PEER_MODE_RESULT.
+PEER_MODE_RESULT=
+peer_mode() {
+    local ini=$1 mode=$2 expect=$3; shift 3
+    local why=() disk c0 e0 r0 rep rc=0 d
+    load_initiator "$ini"
+    r0=$(dmesg | grep -cE "$REPORT_RE")
+    start_peer --mode "$mode" "$@"
+    if [ "$expect" = login-fail ]; then
+        if ISER_RS_NO_CLEANUP=1 timeout 60 bash -c ". $ISER_RS_REPO/tests/lib.sh; peer_login iser" >/dev/null 2>&1; then
+            why+=("login succeeded")
+        fi
+        sleep 1
+        [ -z "$(session_disks)" ] || why+=("a disk appeared")
+    else
+        disk=$(peer_login iser | head -1)
+        if [ -z "$disk" ]; then
+            why+=("login failed")
+        else
+            echo 5 > "/sys/block/${disk#/dev/}/device/timeout"
+            c0=$(iser_rs_connects); e0=$(iser_rs_errors)
+            if [ "$expect" = late-dead ]; then
+                # Reads only: the command whose status came first returns
+                # whatever was in the buffer, nothing can verify it.
+                timeout 120 dd if="$disk" of=/dev/null bs=8k count=512 iflag=direct 2>/dev/null
+                wait_logged_in 60 || why+=("session not back")
+                peer_fio_verify "$disk" --rw=randwrite --bs=8k --iodepth=8 --size=2M ||
+                    why+=("fio verify after recovery failed")
+            else
+                timeout 240 fio --name=verify --filename="$disk" --direct=1 --ioengine=libaio \
+                    --verify=crc32c --do_verify=1 --verify_fatal=1 --size=2M --rw=randwrite \
+                    --bs=8k --iodepth=8 --output=/tmp/peer-fio.log >/dev/null 2>&1 ||
+                    why+=("fio verify failed: $(grep -m1 -E 'err=|verify' /tmp/peer-fio.log)")
+            fi
+            wait_logged_in 60 || why+=("session not LOGGED_IN at the end")
+            d=$(( $(iser_rs_connects) - c0 ))
+            [ "$ini" = iser_rs ] || d="?"
+            case $expect in
+            conn-error | late-dead) [ "$ini" = ib_iser ] || [ "$d" -ge 1 ] || why+=("no reconnect") ;;
+            no-error) [ "$ini" = ib_iser ] || [ "$d" = 0 ] || why+=("$d reconnects") ;;
+            esac
+        fi
+    fi
+    logout_all
+    if [ "$ini" = iser_rs ]; then
+        wait_live_zero || why+=("live objects: $(live_counts)")
+        rmmod iser_rs || why+=("rmmod iser_rs failed")
+    else
+        sleep 1; rmmod ib_iser || why+=("rmmod ib_iser failed")
+    fi
+    stop_peer quiet
+    [ "$(peer_stat mode_events)" -ge 1 ] || why+=("the mode never fired")
+    case $expect in
+    tmf) [ "$(peer_stat aborts)" -ge 1 ] || why+=("no abort TMF") ;;
+    late-dead)
+        [ "$(peer_stat late_succeeded)" = 0 ] || why+=("RDMA Write after status SUCCEEDED: STag valid after completion")
+        [ "$(peer_stat late_access_error)" -ge 1 ] || why+=("late write did not fail with an access error") ;;
+    esac
+    rep=$(( $(dmesg | grep -cE "$REPORT_RE") - r0 ))
+    [ "$rep" = 0 ] || why+=("$rep kernel report lines")
+    local info="reconnects=${d:-0} peer: $(grep -E "mode|ABORT|disconnect|probe|failed|SUCCEEDED|error" "$PEER_LOG" | grep -v "listening" | tail -3 | tr '\n' '|' | cut -c1-300)"
+    local dm
+    dm=$(dmesg | grep -E "iser_rs:|iser:|connection[0-9]+:|session[0-9]+:" | grep -vE "connected \(|registered|released|taints" | tail -3 | sed 's/^\[[ 0-9.]*\] //' | tr '\n' '|' | cut -c1-300)
+    if [ ${#why[@]} -eq 0 ]; then
+        PEER_MODE_RESULT="mode $mode ($ini): PASS ($expect) $info dmesg: $dm"; rc=0
+    else
+        PEER_MODE_RESULT="mode $mode ($ini): FAIL ($expect): ${why[*]}; $info dmesg: $dm"; rc=1
+    fi
+    echo "# $PEER_MODE_RESULT"
+    return $rc
+}
