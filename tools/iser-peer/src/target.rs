@@ -188,6 +188,7 @@ pub struct Conn {
     remote_inv: bool,
     phase: Phase,
     discovery: bool,
+    rdma_offered: bool,
     index: u64,
     irdsl: u32,
     erl: u8,
@@ -314,6 +315,7 @@ impl Peer {
             remote_inv,
             phase: Phase::Login,
             discovery: false,
+            rdma_offered: false,
             index: 0,
             irdsl: 8192,
             erl: 0,
@@ -603,7 +605,7 @@ impl Peer {
         let mut out = vec![0u8; 8192];
         let mut w = TextWriter::new(&mut out);
         let mut reject: Option<(u8, u8)> = None;
-        let mut rdma_offered = false;
+        let mut rdma_offered = c.rdma_offered;
         let mut mrdsl: Option<u32> = None;
         let mut irdsl: Option<u32> = None;
         for kv in pairs(data) {
@@ -681,6 +683,24 @@ impl Peer {
         }
         // iSER §6.5: with RDMAExtensions the initiator's receive limit is
         // InitiatorRecvDataSegmentLength (default 8192), not MRDSL.
+        c.rdma_offered = rdma_offered;
+        if !c.discovery && !data.is_empty() {
+            let keys: Vec<String> = pairs(data)
+                .flatten()
+                .map(|(k, v)| {
+                    format!(
+                        "{}={}",
+                        String::from_utf8_lossy(k),
+                        String::from_utf8_lossy(v)
+                    )
+                })
+                .collect();
+            log(&format!(
+                "{}: login keys (stage {csg}): {}",
+                c.name,
+                keys.join(" ")
+            ));
+        }
         if rdma_offered || irdsl.is_some() {
             c.irdsl = irdsl.unwrap_or(8192);
         } else if let Some(m) = mrdsl {
