@@ -8,6 +8,7 @@
 #include <linux/moduleparam.h>
 #include <linux/namei.h>
 #include <linux/path.h>
+#include <linux/rcupdate.h>
 #include <linux/slab.h>
 #include <linux/sysfs.h>
 #include <rdma/ib_verbs.h>
@@ -92,6 +93,39 @@ unsigned int iser_rs_task_unsol_pdus_left(struct iscsi_task *task)
 	if (!iscsi_task_has_unsol_data(task))
 		return 0;
 	return seg ? DIV_ROUND_UP(left, seg) : 1;
+}
+
+void iser_rs_rcu_read_lock(void)
+{
+	rcu_read_lock();
+}
+
+void iser_rs_rcu_read_unlock(void)
+{
+	rcu_read_unlock();
+}
+
+void iser_rs_synchronize_rcu(void)
+{
+	synchronize_rcu();
+}
+
+/*
+ * Serialises connection teardown steps (drain, QP destroy, freeing the
+ * resources) between a CM handler (device removal) and ep_disconnect.
+ * Process context; never held while waiting for a CM handler. Taken
+ * before iser_rs_dev_mutex.
+ */
+static DEFINE_MUTEX(iser_rs_teardown_mutex);
+
+void iser_rs_teardown_lock(void)
+{
+	mutex_lock(&iser_rs_teardown_mutex);
+}
+
+void iser_rs_teardown_unlock(void)
+{
+	mutex_unlock(&iser_rs_teardown_mutex);
 }
 
 void iser_rs_dev_lock(void)

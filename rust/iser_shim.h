@@ -46,6 +46,11 @@ int iser_rs_dma_map_sg(struct ib_device *dev, struct scatterlist *sg, int nents,
 void iser_rs_dma_unmap_sg(struct ib_device *dev, struct scatterlist *sg, int nents, int dir);
 struct ib_pd *iser_rs_alloc_pd(struct ib_device *dev);
 void iser_rs_dev_lock(void);
+void iser_rs_rcu_read_lock(void);
+void iser_rs_rcu_read_unlock(void);
+void iser_rs_synchronize_rcu(void);
+void iser_rs_teardown_lock(void);
+void iser_rs_teardown_unlock(void);
 spinlock_t *iser_rs_bh_lock_new(void);
 void iser_rs_bh_lock_free(spinlock_t *lock);
 void iser_rs_spin_lock_bh(spinlock_t *lock);

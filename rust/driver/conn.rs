@@ -5,17 +5,22 @@
 //!
 //! Contexts and synchronisation (no spinlock is taken anywhere here):
 //! - CM events: process context, one at a time (rdma_cm's handler mutex).
-//!   The ROUTE_RESOLVED handler creates [`Resources`] and publishes them
-//!   once through [`SetOnce`]; everything else reads them lock-free.
+//!   The ROUTE_RESOLVED handler creates [`Resources`] and publishes them in
+//!   an [`RcuSlot`]; readers (xmit, completion handlers, task cleanup) hold
+//!   an RCU guard while they use them and never sleep meanwhile.
 //! - Completion handlers: softirq (`IB_POLL_SOFTIRQ`), one CQ per
 //!   connection, so they never run concurrently with each other.
 //! - iscsid/libiscsi callbacks: process context.
 //! - The bound libiscsi connection is published in a [`ConnSlot`].
+//! - Teardown steps run under the global teardown mutex (process context),
+//!   so device removal (CM handler) and `ep_disconnect` never interleave.
 //!
-//! Teardown order ([`IserConn::shutdown`], then drop): disconnect, drain the
-//! QP (every posted WR completes, so no handler can run afterwards), destroy
-//! the QP, destroy the CM id (waits for a running CM handler), then drop the
-//! resources: MRs, receive and send buffers, CQ, and last the PD.
+//! Teardown order (`release_resources`, from [`IserConn::shutdown`] or the
+//! DEVICE_REMOVAL handler): disconnect, drain the QP (every posted WR
+//! completes, so no handler runs afterwards), destroy the QP, revoke the
+//! resources (after an RCU grace period: MRs, receive and send buffers, CQ
+//! back to the pool, and last the PD share); then, in `shutdown` only, the
+//! CM id (waits for a running CM handler) and the connection.
 
 use super::counters::Counters;
 use super::task::{InvPool, MrPool, TxPool};
@@ -23,11 +28,11 @@ use crate::proto;
 use crate::sys::cm::{CmEvent, CmEventKind, CmHandler, CmId, CmIdRef};
 use crate::sys::errno::{ECONNREFUSED, EHOSTUNREACH, ENOTCONN, ETIMEDOUT};
 use crate::sys::iscsi::{Conn, ConnSlot, IscsiErr, SockAddr};
-use crate::sys::once::SetOnce;
+use crate::sys::rcu::{RcuGuard, RcuSlot};
 use crate::sys::verbs::{Cq, Cqe, CqeOwner, Device, DmaBuf, DmaSlots, Pd, QpRef, Wc};
 use core::pin::Pin;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
-use kernel::error::code::EIO;
+use kernel::error::code::{EIO, ENODEV};
 use kernel::prelude::*;
 
 /// Commands in flight per connection: the session's `can_queue` is
@@ -107,8 +112,8 @@ unsafe impl CqeOwner for RxDesc {
 pub(crate) struct IserConn {
     state: AtomicU8,
     error: AtomicI32,
-    cm: SetOnce<CmId>,
-    res: SetOnce<Resources>,
+    cm: RcuSlot<CmId>,
+    res: RcuSlot<Resources>,
     pub(crate) iscsi: ConnSlot,
     /// Target invalidates our STags with Send with Invalidate.
     pub(crate) remote_inv: AtomicBool,
@@ -132,8 +137,8 @@ impl IserConn {
             IserConn {
                 state: AtomicU8::new(State::Connecting as u8),
                 error: AtomicI32::new(0),
-                cm: SetOnce::new(),
-                res: SetOnce::new(),
+                cm: RcuSlot::new(),
+                res: RcuSlot::new(),
                 iscsi: ConnSlot::new(),
                 remote_inv: AtomicBool::new(false),
                 ffp: AtomicBool::new(false),
@@ -150,7 +155,7 @@ impl IserConn {
         // `shutdown` destroys the id before the box is dropped.
         let id = unsafe { CmId::new::<IserConn>(&*conn) }?;
         id.resolve_addr(dst, RESOLVE_TIMEOUT_MS)?;
-        conn.cm.set(id)?;
+        conn.cm.set(KBox::new(id, GFP_KERNEL)?)?;
         super::counters::live_conn(1);
         Ok(conn)
     }
@@ -169,7 +174,9 @@ impl IserConn {
         self.state.store(State::Failed as u8, Ordering::Release);
     }
 
-    pub(crate) fn resources(&self) -> Option<&Resources> {
+    /// The RDMA resources, while published: an RCU read-side section for
+    /// as long as the guard lives (never sleep holding it).
+    pub(crate) fn resources(&self) -> Option<RcuGuard<'_, Resources>> {
         self.res.get()
     }
 
@@ -240,19 +247,22 @@ impl IserConn {
             )?;
         }
         let lkey = pd.local_dma_lkey();
-        self.res.set(Resources {
-            qp,
-            lkey,
-            dev,
-            mrs,
-            tx,
-            invs,
-            login_rx,
-            login_tx,
-            rx,
-            _cq: cq,
-            _pd: pd,
-        })?;
+        self.res.set(KBox::new(
+            Resources {
+                qp,
+                lkey,
+                dev,
+                mrs,
+                tx,
+                invs,
+                login_rx,
+                login_tx,
+                rx,
+                _cq: cq,
+                _pd: pd,
+            },
+            GFP_KERNEL,
+        )?)?;
         super::counters::live_qp(1);
         // Ask for Send with Invalidate: the target then invalidates our
         // STags with its response, saving a local invalidation per command.
@@ -392,7 +402,8 @@ impl IserConn {
     /// and completes it.
     pub(crate) fn complete_deferred(&self, rx: u16, len: u32) {
         let Some(conn) = self.iscsi.get() else { return };
-        let Some(desc) = self.res.get().and_then(|r| r.rx.get(rx as usize)) else {
+        let Some(res) = self.res.get() else { return };
+        let Some(desc) = res.rx.get(rx as usize) else {
             return;
         };
         let msg = desc.buf.for_cpu(len as usize);
@@ -412,38 +423,56 @@ impl IserConn {
     }
 
     /// `stop_conn`: disconnect and flush. After this no completion handler
-    /// runs and no posted buffer is open to the target.
+    /// runs and no posted buffer is open to the target. Process context.
     pub(crate) fn quiesce(&self) {
-        if self.drained.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        if let Some(id) = self.cm.get() {
-            id.disconnect();
-        }
-        if let Some(res) = self.res.get() {
-            res.qp.drain();
-        }
-        if self.state() == State::Up {
-            self.state.store(State::Down as u8, Ordering::Release);
-        }
+        // Under the teardown lock: a second caller (device removal racing
+        // stop_conn) returns only once the first has drained.
+        crate::sys::with_teardown_lock(|| {
+            if self.drained.swap(true, Ordering::AcqRel) {
+                return;
+            }
+            if let Some(id) = self.cm.get() {
+                id.disconnect();
+            }
+            // Copy the QP handle out: draining sleeps, which an RCU guard
+            // must not. The QP lives until `release_resources`.
+            let qp = self.res.get().map(|r| r.qp);
+            if let Some(qp) = qp {
+                qp.drain();
+            }
+            if self.state() == State::Up {
+                self.state.store(State::Down as u8, Ordering::Release);
+            }
+        });
     }
 
-    /// `ep_disconnect`: quiesce, then free everything in the documented
-    /// order.
-    pub(crate) fn shutdown(mut self: Pin<KBox<Self>>) {
+    /// Destroys the QP and frees the RDMA resources (MRs, buffers, CQ, the
+    /// PD share), after `quiesce`. Idempotent; process context. Called by
+    /// `shutdown`, and by the CM handler on device removal so that nothing
+    /// of ours is left on the device when rdma_cm and ib_core tear it down
+    /// (the CQ pool, for one, must be back to empty by then).
+    fn release_resources(&self) {
         self.quiesce();
+        crate::sys::with_teardown_lock(|| {
+            if let Some(id) = self.cm.get() {
+                id.destroy_qp();
+            }
+            // Waits for readers (xmit, completion handlers, task cleanup)
+            // to leave their RCU sections, then drops in this context.
+            if self.res.revoke() {
+                super::counters::live_qp(-1);
+            }
+        });
+    }
+
+    /// `ep_disconnect`: quiesce, free the resources, destroy the CM id
+    /// (waits for a running CM handler), then the connection itself.
+    pub(crate) fn shutdown(self: Pin<KBox<Self>>) {
         self.iscsi.clear();
-        // `IserConn` is `Unpin` (no structural pinning): the box may be
-        // taken out of `Pin`.
-        let this: &mut IserConn = &mut self;
-        let id = this.cm.take();
-        if let Some(id) = &id {
-            id.destroy_qp();
-        }
-        drop(id);
-        if this.res.take().is_some() {
-            super::counters::live_qp(-1);
-        }
+        self.release_resources();
+        // Not under the teardown lock: destroying the id waits for a
+        // running CM handler, which may be waiting for that lock.
+        self.cm.revoke();
         super::counters::live_conn(-1);
         pr_info!("connection released\n");
     }
@@ -489,7 +518,27 @@ impl CmHandler for IserConn {
                 pr_info!("connect error, status {}\n", ev.status);
                 self.fail(ETIMEDOUT());
             }
-            CmEventKind::Disconnected | CmEventKind::DeviceRemoval | CmEventKind::AddrChange => {
+            CmEventKind::DeviceRemoval => {
+                // Everything we hold on the device goes now: rdma_cm and
+                // ib_core tear it down once this handler returns and the id
+                // is destroyed (by ep_disconnect, after iscsid hears of the
+                // error below).
+                pr_info!("RDMA device removed: releasing the connection's resources\n");
+                self.state.store(
+                    if self.state() == State::Connecting {
+                        State::Failed
+                    } else {
+                        State::Down
+                    } as u8,
+                    Ordering::Release,
+                );
+                if self.state() == State::Failed {
+                    self.error.store(ENODEV.to_errno(), Ordering::Relaxed);
+                }
+                self.release_resources();
+                self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
+            }
+            CmEventKind::Disconnected | CmEventKind::AddrChange => {
                 pr_info!("connection lost ({:?})\n", ev.kind);
                 if self.state() == State::Connecting {
                     self.fail(EIO);

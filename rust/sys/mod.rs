@@ -8,16 +8,28 @@
 //! - [`iscsi`]: scsi_transport_iscsi + libiscsi (transport table, host, tasks).
 //! - [`verbs`]: ib_core PD, CQ, MR, DMA buffers, work requests, completions.
 //! - [`cm`]: rdma_cm ids, their event handler and QP.
-//! - [`once`]: `SetOnce`, lock-free publication of set-once state.
 //! - [`bhlock`]: `BhSpinLock`, a spinlock that disables bottom halves.
 //! - [`pool`]: `IndexPool`, lock-free index allocation with reservations.
+//! - [`rcu`]: `RcuSlot`, a value readable from any context and revocable
+//!   (RCU) from process context; and the global teardown lock.
+
+/// Runs `f` under the global teardown mutex (process context only; `f`
+/// must not wait for a CM handler). See `iser_rs_teardown_mutex`.
+pub(crate) fn with_teardown_lock<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: a plain kernel mutex; callers are in process context.
+    unsafe { bindings::iser_rs_teardown_lock() };
+    let r = f();
+    // SAFETY: locked above by this thread.
+    unsafe { bindings::iser_rs_teardown_unlock() };
+    r
+}
 
 pub(crate) mod bhlock;
 pub(crate) mod bindings;
 pub(crate) mod cm;
 pub(crate) mod iscsi;
-pub(crate) mod once;
 pub(crate) mod pool;
+pub(crate) mod rcu;
 pub(crate) mod verbs;
 
 /// A pointer returned by a C allocator that answers NULL or `ERR_PTR()` on

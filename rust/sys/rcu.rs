@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: GPL-2.0
+//! [`RcuSlot`]: a boxed value published once and revocable from process
+//! context while other contexts (xmit under libiscsi's lock, completion
+//! handlers in softirq, task cleanup) may be reading it.
+//!
+//! Readers hold an RCU read-side critical section for as long as their
+//! [`RcuGuard`] lives (they must not sleep meanwhile); `revoke` unpublishes
+//! the value, waits for every reader with `synchronize_rcu`, and drops it in
+//! the revoker's (process) context. This is how a connection's RDMA
+//! resources are freed while the device is being removed, before rdma_cm
+//! and ib_core tear the device down.
+
+use super::bindings as b;
+use core::ptr::{null_mut, NonNull};
+use core::sync::atomic::{AtomicPtr, Ordering};
+use kernel::error::code::EBUSY;
+use kernel::prelude::*;
+
+/// A slot holding at most one `KBox<T>`.
+pub(crate) struct RcuSlot<T> {
+    ptr: AtomicPtr<T>,
+}
+
+// SAFETY: readers get `&T` from any thread (`T: Sync`); the value is
+// dropped by whichever thread revokes it (`T: Send`).
+unsafe impl<T: Send + Sync> Sync for RcuSlot<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Send for RcuSlot<T> {}
+
+/// Read access to the value of an [`RcuSlot`]; an RCU read-side critical
+/// section until dropped: never sleep while holding one.
+pub(crate) struct RcuGuard<'a, T> {
+    val: &'a T,
+}
+
+impl<T> core::ops::Deref for RcuGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.val
+    }
+}
+
+impl<T> Drop for RcuGuard<'_, T> {
+    fn drop(&mut self) {
+        // SAFETY: pairs with the rcu_read_lock taken in `RcuSlot::get`.
+        unsafe { b::iser_rs_rcu_read_unlock() };
+    }
+}
+
+impl<T> RcuSlot<T> {
+    pub(crate) const fn new() -> Self {
+        RcuSlot {
+            ptr: AtomicPtr::new(null_mut()),
+        }
+    }
+
+    /// Publishes `v`; fails with `EBUSY` (dropping `v`) if a value is set.
+    pub(crate) fn set(&self, v: KBox<T>) -> Result {
+        let p = KBox::into_raw(v);
+        if self
+            .ptr
+            .compare_exchange(null_mut(), p, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            // SAFETY: `p` came from `KBox::into_raw` above and was not
+            // published.
+            drop(unsafe { KBox::from_raw(p) });
+            return Err(EBUSY);
+        }
+        Ok(())
+    }
+
+    /// The value, if published and not revoked.
+    pub(crate) fn get(&self) -> Option<RcuGuard<'_, T>> {
+        // SAFETY: plain RCU read lock; released by the guard or below.
+        unsafe { b::iser_rs_rcu_read_lock() };
+        match NonNull::new(self.ptr.load(Ordering::Acquire)) {
+            // SAFETY: a published pointer stays valid until `revoke` has
+            // seen every read-side section that could have loaded it end
+            // (synchronize_rcu), and this section lasts as long as the
+            // guard, which borrows `self`.
+            Some(p) => Some(RcuGuard {
+                val: unsafe { p.as_ref() },
+            }),
+            None => {
+                // SAFETY: taken above.
+                unsafe { b::iser_rs_rcu_read_unlock() };
+                None
+            }
+        }
+    }
+
+    /// Unpublishes and drops the value after all readers are gone.
+    /// Process context (sleeps). Returns whether there was a value.
+    pub(crate) fn revoke(&self) -> bool {
+        let p = self.ptr.swap(null_mut(), Ordering::AcqRel);
+        if p.is_null() {
+            return false;
+        }
+        // SAFETY: may sleep; callers are in process context.
+        unsafe { b::iser_rs_synchronize_rcu() };
+        // SAFETY: `p` came from `KBox::into_raw` in `set`, is no longer
+        // published, and no reader can still hold it (grace period over).
+        drop(unsafe { KBox::from_raw(p) });
+        true
+    }
+}
+
+impl<T> Drop for RcuSlot<T> {
+    fn drop(&mut self) {
+        let p = *self.ptr.get_mut();
+        if !p.is_null() {
+            // SAFETY: `&mut self`: no reader guard borrows the slot any
+            // more; `p` came from `KBox::into_raw` in `set`.
+            drop(unsafe { KBox::from_raw(p) });
+        }
+    }
+}
