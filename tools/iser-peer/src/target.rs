@@ -633,7 +633,9 @@ impl Peer {
                         Some("Reject".into())
                     }
                 }
-                "HeaderDigest" if self.cfg.mode == Mode::LoginDigest => Some("CRC32C".into()),
+                "HeaderDigest" if self.cfg.mode == Mode::LoginDigest && !c.discovery => {
+                    Some("CRC32C".into())
+                }
                 "HeaderDigest" | "DataDigest" => Some("None".into()),
                 "MaxConnections" | "MaxOutstandingR2T" => Some("1".into()),
                 "InitialR2T" | "DataPDUInOrder" | "DataSequenceInOrder" => Some("Yes".into()),
@@ -655,7 +657,7 @@ impl Peer {
                 "RDMAExtensions" => {
                     rdma_offered = true;
                     Some(
-                        if self.cfg.mode == Mode::LoginNoRdma {
+                        if self.cfg.mode == Mode::LoginNoRdma && !c.discovery {
                             "No"
                         } else {
                             "Yes"
