@@ -250,6 +250,10 @@ login_node() {
     iscsiadm -m node -T $TGT_IQN -p "$portal" -I iser --login >/dev/null
 }
 
+# FAST_NOOP: node settings for login_node that make iSCSI notice a dead link
+# in ~4 s (NOP-Out every 2 s, 2 s to answer) instead of the default 10 s.
+FAST_NOOP="node.conn[0].timeo.noop_out_interval=2 node.conn[0].timeo.noop_out_timeout=2"
+
 # iser_connects: how many connections iser_rs has established since boot.
 iser_connects() { dmesg | grep -c "iser_rs: connected"; }
 
@@ -304,9 +308,11 @@ kmemleak_check() {
 
 # fio_loop_start DISK [fio options]: successive crc32c write+verify passes on
 # DISK in the background until fio_loop_stop; every pass must verify clean.
-# fio_loop_stop: ends after the running pass; echoes "PASSES IOS" (IOS: blocks
-# read back and verified); fails if any pass failed (its output is printed).
-FIO_LOOP_PID= FIO_LOOP_DIR=/tmp/fio-loop
+# fio_loop_stop: ends after the running pass; sets FIO_LOOP_RESULT to "PASSES
+# IOS" (IOS: blocks read back and verified); fails if any pass failed (its
+# output is printed). Call it in the case's shell, not in $(...): it waits
+# for the background loop, which only that shell can.
+FIO_LOOP_PID= FIO_LOOP_DIR=/tmp/fio-loop FIO_LOOP_RESULT=
 fio_loop_start() {
     local disk=$1; shift
     rm -rf "$FIO_LOOP_DIR"; mkdir -p "$FIO_LOOP_DIR"
@@ -336,15 +342,17 @@ fio_loop_stop() {
         } >&2
         return 1
     fi
-    python3 - "$FIO_LOOP_DIR" <<'PY'
+    FIO_LOOP_RESULT=$(python3 - "$FIO_LOOP_DIR" <<'PY'
 import glob, json, sys
 passes = ios = 0
 for f in glob.glob(sys.argv[1] + "/pass*.json"):
-    j = json.load(open(f))
+    t = open(f).read()
+    j = json.loads(t[t.index("{"):])  # fio may put notes before the JSON
     passes += 1
     ios += sum(job["read"]["total_ios"] for job in j["jobs"])
 print(passes, ios)
 PY
+)
 }
 
 # target_relisten [ADDR]: LIO's iSER listener is an rdma_cm id on the RDMA

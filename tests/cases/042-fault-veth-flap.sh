@@ -16,7 +16,7 @@ setup_target 1
 start_iscsid
 load_initiator iser_rs
 kmsg_watch_start
-login_node $TGT_IP4:$TGT_PORT node.session.timeo.replacement_timeout=120 || die "login"
+login_node $TGT_IP4:$TGT_PORT node.session.timeo.replacement_timeout=120 $FAST_NOOP || die "login"
 disk=$(wait_disks | head -1) || die "no disk"
 counts0=$(live_counts)
 c0=$(iser_connects)
@@ -39,7 +39,8 @@ for ((f = 1; f <= flaps; f++)); do
     log "flap $f: connection lost $d ms after link down; logged in again $ms ms after link up ($how)"
 done
 sleep 2
-r=$(fio_loop_stop) || die "fio verify across link flaps"
+fio_loop_stop || die "fio verify across link flaps"
+r=$FIO_LOOP_RESULT
 reconnects=$(( $(iser_connects) - c0 ))
 [ "$reconnects" -ge "$flaps" ] || die "expected >= $flaps reconnects through iser_rs, saw $reconnects"
 counts1=$(live_counts)

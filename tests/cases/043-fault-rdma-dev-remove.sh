@@ -35,7 +35,8 @@ t1=$(now_ms)
 ms=$(wait_sess LOGGED_IN 1 90) || die "session did not recover within 90 s of the device's return ($(sess_states))"
 log "session back $ms ms after the device returned ($(( $(now_ms) - t0 )) ms after removal)"
 sleep 3
-r=$(fio_loop_stop) || die "fio verify across device removal"
+fio_loop_stop || die "fio verify across device removal"
+r=$FIO_LOOP_RESULT
 log "fio across device removal: $r (passes, I/Os verified), reconnects $(( $(iser_connects) - c0 ))"
 
 # Second removal, no I/O: log out while the device is gone, then unload.

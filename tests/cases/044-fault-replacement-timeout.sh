@@ -13,7 +13,7 @@ setup_target 1
 start_iscsid
 load_initiator iser_rs
 kmsg_watch_start
-login_node $TGT_IP4:$TGT_PORT node.session.timeo.replacement_timeout=$tmo || die "login"
+login_node $TGT_IP4:$TGT_PORT node.session.timeo.replacement_timeout=$tmo $FAST_NOOP || die "login"
 disk=$(wait_disks | head -1) || die "no disk"
 [ "$(cat /sys/class/iscsi_session/session*/recovery_tmo)" = $tmo ] || die "recovery_tmo is not $tmo"
 fio --name=rt --filename="$disk" --direct=1 --ioengine=libaio --rw=randwrite --bs=8k --iodepth=16 \

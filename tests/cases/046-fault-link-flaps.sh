@@ -14,7 +14,7 @@ setup_target 1
 start_iscsid
 load_initiator iser_rs
 kmsg_watch_start
-login_node $TGT_IP4:$TGT_PORT node.session.timeo.replacement_timeout=120 || die "login"
+login_node $TGT_IP4:$TGT_PORT node.session.timeo.replacement_timeout=120 $FAST_NOOP || die "login"
 disk=$(wait_disks | head -1) || die "no disk"
 counts0=$(live_counts)
 c0=$(iser_connects)
@@ -42,7 +42,8 @@ for ((f = 1; f <= flaps; f++)); do
     [ "$ms" -gt "$longest" ] && longest=$ms
     [ -e "$FIO_LOOP_DIR/failed" ] && break
 done
-r=$(fio_loop_stop) || die "fio verify across the flaps (flap $f)"
+fio_loop_stop || die "fio verify across the flaps (flap $f)"
+r=$FIO_LOOP_RESULT
 reconnects=$(( $(iser_connects) - c0 ))
 counts1=$(live_counts)
 log "$flaps flaps ($((flaps - flaps / 2)) link, $((flaps / 2)) portal) survived in $(( ($(now_ms) - t_start) / 1000 )) s under fio: $reconnects reconnects ($recreated needed rxe0 re-created), $r (passes, I/Os verified), longest reconnect ${longest} ms"

@@ -29,9 +29,9 @@ start_iscsid
 load_initiator iser_rs
 kmsg_watch_start
 # Short replacement timeout: a failed path must return its I/O to dm-multipath.
-login_node $TGT_IP4:$TGT_PORT node.session.timeo.replacement_timeout=5 || die "login path A"
+login_node $TGT_IP4:$TGT_PORT node.session.timeo.replacement_timeout=5 $FAST_NOOP || die "login path A"
 dA=$(wait_disks | head -1) || die "no disk on path A"
-login_node $IP_B:$TGT_PORT node.session.timeo.replacement_timeout=5 || die "login path B"
+login_node $IP_B:$TGT_PORT node.session.timeo.replacement_timeout=5 $FAST_NOOP || die "login path B"
 for ((i = 0; i < 100; i++)); do
     dB=$(session_disks | grep -vx "$dA" | head -1); [ -n "$dB" ] && break; sleep 0.2
 done
@@ -71,7 +71,8 @@ b1=$(sectors "$dB")
 sleep 4
 b2=$(sectors "$dB")
 [ "$b2" -gt "$b1" ] || die "no I/O on path B after reinstatement"
-r=$(fio_loop_stop) || die "fio verify through multipath across the path fault"
+fio_loop_stop || die "fio verify through multipath across the path fault"
+r=$FIO_LOOP_RESULT
 log "fio through multipath: $r (passes, I/Os verified) with one path failed and reinstated"
 dmsetup remove --noudevsync $MP || die "dmsetup remove"
 logout_all
