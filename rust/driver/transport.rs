@@ -29,6 +29,10 @@ impl TransportOps for IserTransport {
         ep.shutdown();
     }
 
+    fn ep_bound_conn(ep: &IserConn) -> Option<Conn> {
+        ep.iscsi.get()
+    }
+
     fn ep_dst_addr(ep: &IserConn) -> *mut crate::sys::bindings::sockaddr {
         ep.dst_addr()
     }

@@ -13,7 +13,10 @@
 //!   object `T::Ep`, boxed and pinned, owned by the endpoint from
 //!   `ep_connect` to `ep_disconnect`.
 //! - `iscsi_conn.dd_data` holds one pointer to the bound `T::Ep` (set at
-//!   bind, cleared at stop), so task callbacks find their connection.
+//!   bind; cleared at stop, or at `ep_disconnect` when — as
+//!   scsi_transport_iscsi does on a connection error and at logout — the
+//!   endpoint goes first), so task callbacks find their connection and never
+//!   a freed one. Accessed atomically.
 //! - `iscsi_task.dd_data` is a zero-filled `T::TaskData`.
 
 use super::bindings as b;
@@ -63,6 +66,8 @@ pub(crate) trait TransportOps: 'static {
     fn ep_poll(ep: &Self::Ep, timeout_ms: u32) -> Result<bool>;
     /// Tears the connection down; the endpoint is freed by dropping `ep`.
     fn ep_disconnect(ep: Pin<KBox<Self::Ep>>);
+    /// The libiscsi connection bound to `ep`, if any (see `bind`).
+    fn ep_bound_conn(ep: &Self::Ep) -> Option<Conn>;
     /// Endpoint address parameters (`ISCSI_PARAM_CONN_ADDRESS/PORT`).
     fn ep_dst_addr(ep: &Self::Ep) -> *mut b::sockaddr;
     /// Limits for a new session on `ep`: (can_queue, sg_tablesize,
@@ -456,15 +461,34 @@ unsafe fn ep_of<T: TransportOps>(ep: *mut b::iscsi_endpoint) -> &'static T::Ep {
 /// # Safety
 /// `conn` must be a live libiscsi connection of this transport.
 unsafe fn conn_ep<T: TransportOps>(conn: *mut b::iscsi_conn) -> Option<&'static T::Ep> {
-    // SAFETY: `dd_data` holds a pointer slot written at bind and cleared
-    // at stop, while the endpoint is alive.
+    // SAFETY: `dd_data` holds one pointer-sized slot (sized at
+    // `create_conn`), written at bind and cleared at stop or when the
+    // endpoint is disconnected first, while the endpoint is alive; every
+    // access is atomic.
     unsafe {
-        let slot = (*conn).dd_data as *const *const T::Ep;
-        if slot.is_null() || (*slot).is_null() {
+        let slot = ep_slot::<T>(conn)?;
+        let ep = slot.load(core::sync::atomic::Ordering::Acquire);
+        if ep.is_null() {
             None
         } else {
-            Some(&**slot)
+            Some(&*ep)
         }
+    }
+}
+
+/// The connection's endpoint slot (`conn->dd_data`), as an atomic.
+///
+/// # Safety
+/// `conn` must be a live connection of this transport.
+unsafe fn ep_slot<'a, T: TransportOps>(
+    conn: *mut b::iscsi_conn,
+) -> Option<&'a core::sync::atomic::AtomicPtr<T::Ep>> {
+    // SAFETY: per the caller; the slot is pointer-sized and aligned
+    // (kzalloc'ed by libiscsi with the size we gave), and an `AtomicPtr`
+    // has the layout of a pointer.
+    unsafe {
+        let slot = (*conn).dd_data as *const core::sync::atomic::AtomicPtr<T::Ep>;
+        slot.as_ref()
     }
 }
 
@@ -524,6 +548,21 @@ unsafe extern "C" fn ep_disconnect_tr<T: TransportOps>(ep: *mut b::iscsi_endpoin
     // SAFETY: the pointer was made by `KBox::into_raw` in `ep_connect_tr`
     // and is reclaimed exactly once, here.
     let obj = unsafe { KBox::from_raw(*((*ep).dd_data as *const *mut T::Ep)) };
+    // scsi_transport_iscsi disconnects a bound endpoint before `stop_conn`
+    // (after `unbind_conn`, so no xmit runs): the connection must forget
+    // it now, or `stop_conn` and `cleanup_task` would find a freed one.
+    if let Some(c) = T::ep_bound_conn(&obj) {
+        let me: *mut T::Ep = core::ptr::addr_of!(*obj).cast_mut();
+        // SAFETY: a bound connection is live until after `stop_conn`.
+        if let Some(slot) = unsafe { ep_slot::<T>(c.0.as_ptr()) } {
+            let _ = slot.compare_exchange(
+                me,
+                core::ptr::null_mut(),
+                core::sync::atomic::Ordering::AcqRel,
+                core::sync::atomic::Ordering::Acquire,
+            );
+        }
+    }
     // SAFETY: the box was pinned when created.
     T::ep_disconnect(unsafe { Pin::new_unchecked(obj) });
     // SAFETY: the endpoint is ours and no longer referenced.
@@ -661,7 +700,12 @@ unsafe extern "C" fn bind_conn_tr<T: TransportOps>(
         let cmds_max = (*(*conn).session).cmds_max as u16;
         let rc = match T::bind(obj, Conn(NonNull::new_unchecked(conn)), cmds_max) {
             Ok(()) => {
-                *((*conn).dd_data as *mut *const T::Ep) = obj;
+                if let Some(slot) = ep_slot::<T>(conn) {
+                    slot.store(
+                        core::ptr::addr_of!(*obj).cast_mut(),
+                        core::sync::atomic::Ordering::Release,
+                    );
+                }
                 0
             }
             Err(e) => e.to_errno(),
@@ -702,8 +746,8 @@ unsafe extern "C" fn stop_conn_tr<T: TransportOps>(cls_conn: *mut b::iscsi_cls_c
             T::stop(ep);
         }
         b::iscsi_conn_stop(cls_conn, flag);
-        if !(*conn).dd_data.is_null() {
-            *((*conn).dd_data as *mut *const T::Ep) = core::ptr::null();
+        if let Some(slot) = ep_slot::<T>(conn) {
+            slot.store(core::ptr::null_mut(), core::sync::atomic::Ordering::Release);
         }
     }
 }
