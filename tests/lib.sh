@@ -312,7 +312,7 @@ kmemleak_check() {
 # IOS" (IOS: blocks read back and verified); fails if any pass failed (its
 # output is printed). Call it in the case's shell, not in $(...): it waits
 # for the background loop, which only that shell can.
-FIO_LOOP_PID= FIO_LOOP_DIR=/tmp/fio-loop FIO_LOOP_RESULT=
+FIO_LOOP_PID= FIO_LOOP_DIR=/tmp/fio-loop.$$ FIO_LOOP_RESULT=
 fio_loop_start() {
     local disk=$1; shift
     rm -rf "$FIO_LOOP_DIR"; mkdir -p "$FIO_LOOP_DIR"
