@@ -355,6 +355,13 @@ PY
 )
 }
 
+# veth0_up: the target's link back up with its addresses (the kernel drops
+# IPv6 addresses when a link goes down).
+veth0_up() {
+    ip link set veth0 up
+    ip -6 addr show dev veth0 | grep -q "$TGT_IP6/" || ip -6 addr add $TGT_IP6/64 dev veth0 nodad
+}
+
 # target_relisten [ADDR]: LIO's iSER listener is an rdma_cm id on the RDMA
 # device; it is gone after that device was removed. Re-create it on every
 # iSER portal (or those whose address starts with ADDR).

@@ -10,7 +10,7 @@
 # finds no mismatch.
 . "$(dirname "$0")/../lib.sh"
 flaps=${FLAPS:-3} down_s=${DOWN_S:-3}
-trap 'ip link set veth0 up; rdma link show rxe0/1 >/dev/null 2>&1 || rdma link add rxe0 type rxe netdev veth0; rxe_qp1_dead rxe0 && rxe_recreate rxe0 veth0; case_cleanup' EXIT
+trap 'veth0_up; rdma link show rxe0/1 >/dev/null 2>&1 || rdma link add rxe0 type rxe netdev veth0; rxe_qp1_dead rxe0 && rxe_recreate rxe0 veth0; case_cleanup' EXIT
 setup_rdma rxe
 setup_target 1
 start_iscsid
@@ -27,7 +27,7 @@ for ((f = 1; f <= flaps; f++)); do
     ip link set veth0 down; t0=$(now_ms)
     d=$(wait_sess FAILED 1 30) || die "flap $f: connection not lost 30 s after link down"
     rest=$(( down_s * 1000 - ($(now_ms) - t0) )); [ $rest -gt 0 ] && sleep "$((rest / 1000)).$(printf %03d $((rest % 1000)))"
-    ip link set veth0 up; t1=$(now_ms)
+    veth0_up; t1=$(now_ms)
     how="link up"
     if rxe_qp1_dead rxe0; then
         rxe_recreate rxe0 veth0 || die "flap $f: re-creating rxe0"

@@ -7,7 +7,7 @@
 # works, and a fresh logout/login cycle verifies clean.
 . "$(dirname "$0")/../lib.sh"
 tmo=5
-trap 'ip link set veth0 up; rxe_qp1_dead rxe0 && rxe_recreate rxe0 veth0; case_cleanup' EXIT
+trap 'veth0_up; rxe_qp1_dead rxe0 && rxe_recreate rxe0 veth0; case_cleanup' EXIT
 setup_rdma rxe
 setup_target 1
 start_iscsid
@@ -35,7 +35,7 @@ timeout 20 dd if="$disk" of=/dev/null bs=4k count=1 iflag=direct status=none 2>/
 [ $? = 124 ] && die "read hung with the session down past its replacement timeout"
 log "new I/O fails at once: $(cat /sys/block/${disk#/dev/}/device/state)"
 sleep 2
-ip link set veth0 up; t3=$(now_ms)
+veth0_up; t3=$(now_ms)
 how="link up"
 # rxe's QP1 does not survive CM messages sent while the link was down.
 rxe_qp1_dead rxe0 && { rxe_recreate rxe0 veth0 || die "re-creating rxe0"; how="link up, rxe0 re-created"; }

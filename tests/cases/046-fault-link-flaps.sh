@@ -8,7 +8,7 @@
 . "$(dirname "$0")/../lib.sh"
 flaps=${FLAPS:-20}
 t=$CFG/target/iscsi/$TGT_IQN/tpgt_1
-trap 'ip link set veth0 up; echo 1 > $t/enable; rdma link show rxe0/1 >/dev/null 2>&1 || rdma link add rxe0 type rxe netdev veth0; rxe_qp1_dead rxe0 && rxe_recreate rxe0 veth0; case_cleanup' EXIT
+trap 'veth0_up; echo 1 > $t/enable; rdma link show rxe0/1 >/dev/null 2>&1 || rdma link add rxe0 type rxe netdev veth0; rxe_qp1_dead rxe0 && rxe_recreate rxe0 veth0; case_cleanup' EXIT
 setup_rdma rxe
 setup_target 1
 start_iscsid
@@ -30,7 +30,7 @@ for ((f = 1; f <= flaps; f++)); do
     wait_sess FAILED 1 30 >/dev/null || die "flap $f ($kind): connection not lost within 30 s"
     sleep 1
     if [ $kind = link ]; then
-        ip link set veth0 up; t1=$(now_ms)
+        veth0_up; t1=$(now_ms)
         if rxe_qp1_dead rxe0; then
             rxe_recreate rxe0 veth0 || die "flap $f: re-creating rxe0"; recreated=$((recreated + 1))
         fi
