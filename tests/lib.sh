@@ -289,7 +289,7 @@ kmsg_watch_check() {
     fi
     [ -z "$r" ] && return 0
     local first; first=$(echo "$r" | head -1 | sed 's/^\[[^]]*\] //')
-    echo "# kernel report:"; grep -F -B2 -A30 -- "$first" "$KMSG_WATCH_FILE" | head -60 | sed 's/^/#   /'
+    echo "# kernel report:"; grep -F -m1 -B2 -A30 -- "$first" "$KMSG_WATCH_FILE" | head -60 | sed 's/^/#   /'
     return 1
 }
 
