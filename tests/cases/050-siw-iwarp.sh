@@ -11,7 +11,19 @@ start_iscsid
 load_initiator iser_rs
 PEER_ADDR=$SIW_IP4 PEER_PORT=3260
 start_peer
-disk=$(peer_login iser | head -1); [ -n "$disk" ] || { dmesg | tail -20; stop_peer; die "login to the peer over siw0"; }
+disk=$(peer_login iser | head -1)
+if [ -z "$disk" ]; then
+    dmesg | grep -E "iser_rs|siw" | tail -8
+    stop_peer
+    # Diagnosis only (the case fails either way): does it work when the
+    # peer does not use Send with Invalidate?
+    logout_all; wait_live_zero
+    start_peer --no-send-inv
+    d2=$(peer_login iser | head -1)
+    log "diagnosis: with --no-send-inv the login $([ -n "$d2" ] && echo succeeds || echo fails too)"
+    logout_all; stop_peer quiet
+    die "login to the peer over siw0 (with Send with Invalidate)"
+fi
 log "iser_rs over siw0: $disk ($(cat /sys/block/${disk#/dev/}/size) sectors)"
 for bs in 512 4k 64k 1M; do
     case $bs in 512) size=1M ;; 4k) size=4M ;; *) size=16M ;; esac
