@@ -19,7 +19,16 @@ for dev in rxe siw; do
     iscsiadm -m node -T $PEER_IQN -p "$portal" -I iser -o update -n node.session.iscsi.ERL -v 1 ||
         die "cannot set node.session.iscsi.ERL"
     iscsiadm -m node -T $PEER_IQN -p "$portal" -I iser --login >/dev/null || die "login ($dev)"
-    disk=$(wait_disks | head -1); [ -n "$disk" ] || die "no disk ($dev)"
+    disk=$(wait_disks | head -1)
+    if [ -z "$disk" ] && [ $dev = siw ] && dmesg | grep -q "iser_rs: receive failed, status 9"; then
+        # Not a data-ack result: the connection died at its first Send with
+        # Invalidate (tests/lib.sh). The rxe part above stands; say so.
+        log "siw: NOT RUN: $SIW_SENDINV_KNOWN"
+        logout_all; stop_peer quiet
+        siw_skipped=1
+        break
+    fi
+    [ -n "$disk" ] || die "no disk ($dev)"
     if ! grep -q "normal, ERL 1" "$PEER_LOG"; then
         # open-iscsi did not offer ErrorRecoveryLevel=1: have the peer act
         # as if the A-bit were set on every burst anyway.
@@ -41,3 +50,4 @@ for dev in rxe siw; do
     [ "$(peer_stat completion_errors)" = 0 ] || die "$dev: completion errors at the peer"
 done
 rmmod iser_rs || die "rmmod iser_rs"
+[ -z "${siw_skipped:-}" ] || skip "data-ack verified over rxe only; siw: $SIW_SENDINV_KNOWN"

@@ -508,6 +508,15 @@ impl Endpoint {
         }
         if let Some(k) = invalidate {
             wr.__bindgen_anon_1.invalidate_rkey = k;
+            // libsiw (rdma-core's siw provider) takes the STag of a Send
+            // with Invalidate from `wr.rdma.rkey`, not `invalidate_rkey`:
+            // set both. Other providers ignore `wr.rdma` for a Send.
+            if remote.is_none() {
+                wr.wr.rdma = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 {
+                    remote_addr: 0,
+                    rkey: k,
+                };
+            }
         }
         let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
         // SAFETY: valid QP; `wr`/`sge` live for the call.
