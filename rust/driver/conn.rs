@@ -431,7 +431,10 @@ impl IserConn {
             if self.drained.swap(true, Ordering::AcqRel) {
                 return;
             }
-            if let Some(id) = self.cm.get() {
+            // The id handle is copied out of the RCU guard: disconnecting
+            // sleeps. The id lives until `shutdown` revokes it, after this.
+            let id = self.cm.get().map(|c| c.as_ref());
+            if let Some(id) = id {
                 id.disconnect();
             }
             // Copy the QP handle out: draining sleeps, which an RCU guard
@@ -454,7 +457,8 @@ impl IserConn {
     fn release_resources(&self) {
         self.quiesce();
         crate::sys::with_teardown_lock(|| {
-            if let Some(id) = self.cm.get() {
+            let id = self.cm.get().map(|c| c.as_ref());
+            if let Some(id) = id {
                 id.destroy_qp();
             }
             // Waits for readers (xmit, completion handlers, task cleanup)

@@ -150,23 +150,6 @@ impl CmId {
             )
         })
     }
-
-    /// Disconnects (sends DREQ); the QP moves to error.
-    pub(crate) fn disconnect(&self) {
-        // SAFETY: live id; disconnecting an unconnected id just fails.
-        let _ = unsafe { b::rdma_disconnect(self.id.as_ptr()) };
-    }
-
-    /// Destroys the QP created by [`CmIdRef::create_qp`], if any.
-    pub(crate) fn destroy_qp(&self) {
-        // SAFETY: live id; rdma_destroy_qp tolerates `id->qp == NULL`? It
-        // does not, so check first.
-        unsafe {
-            if !(*self.id.as_ptr()).qp.is_null() {
-                b::rdma_destroy_qp(self.id.as_ptr());
-            }
-        }
-    }
 }
 
 impl Drop for CmId {
@@ -178,6 +161,26 @@ impl Drop for CmId {
 }
 
 impl CmIdRef {
+    /// Disconnects (sends DREQ); the QP moves to error. Process context:
+    /// sleeps on rdma_cm's mutexes (never call it under an RCU guard).
+    pub(crate) fn disconnect(self) {
+        // SAFETY: live id; disconnecting an unconnected id just fails.
+        let _ = unsafe { b::rdma_disconnect(self.0.as_ptr()) };
+    }
+
+    /// Destroys the QP created by [`CmIdRef::create_qp`], if any. Process
+    /// context (sleeps). Callers serialise it (the driver's teardown lock):
+    /// the NULL check and the destroy are not atomic.
+    pub(crate) fn destroy_qp(self) {
+        // SAFETY: live id; rdma_destroy_qp does not tolerate
+        // `id->qp == NULL`, so check first.
+        unsafe {
+            if !(*self.0.as_ptr()).qp.is_null() {
+                b::rdma_destroy_qp(self.0.as_ptr());
+            }
+        }
+    }
+
     pub(crate) fn resolve_route(self, timeout_ms: u32) -> Result {
         // SAFETY: live id (called from its handler or its owner).
         kernel::error::to_result(unsafe { b::rdma_resolve_route(self.0.as_ptr(), timeout_ms as _) })
