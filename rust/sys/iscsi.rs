@@ -461,10 +461,11 @@ unsafe fn ep_of<T: TransportOps>(ep: *mut b::iscsi_endpoint) -> &'static T::Ep {
 /// # Safety
 /// `conn` must be a live libiscsi connection of this transport.
 unsafe fn conn_ep<T: TransportOps>(conn: *mut b::iscsi_conn) -> Option<&'static T::Ep> {
-    // SAFETY: `dd_data` holds one pointer-sized slot (sized at
-    // `create_conn`), written at bind and cleared at stop or when the
-    // endpoint is disconnected first, while the endpoint is alive; every
-    // access is atomic.
+    // The slot (`dd_data`, one pointer sized at `create_conn`) is written at
+    // bind and cleared at stop, or when the endpoint is disconnected first,
+    // while the endpoint is alive; every access is atomic.
+    // SAFETY: `conn` is live (caller), and a non-null slot value points to
+    // a live endpoint by the rule above.
     unsafe {
         let slot = ep_slot::<T>(conn)?;
         let ep = slot.load(core::sync::atomic::Ordering::Acquire);
