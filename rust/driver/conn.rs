@@ -457,13 +457,19 @@ impl IserConn {
     fn release_resources(&self) {
         self.quiesce();
         crate::sys::with_teardown_lock(|| {
+            // Unpublish first and wait for the readers (xmit, completion
+            // handlers, task cleanup) to leave their RCU sections: from here
+            // on nobody can post to the QP, so destroying it is safe (rxe
+            // warns on a post to a destroyed QP, and a real HCA would use a
+            // freed QP). The CQ, MRs and buffers the QP used are dropped
+            // only after the QP is gone.
+            let res = self.res.take();
             let id = self.cm.get().map(|c| c.as_ref());
             if let Some(id) = id {
                 id.destroy_qp();
             }
-            // Waits for readers (xmit, completion handlers, task cleanup)
-            // to leave their RCU sections, then drops in this context.
-            if self.res.revoke() {
+            if let Some(res) = res {
+                drop(res);
                 super::counters::live_qp(-1);
             }
         });

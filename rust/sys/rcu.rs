@@ -93,16 +93,22 @@ impl<T> RcuSlot<T> {
     /// Unpublishes and drops the value after all readers are gone.
     /// Process context (sleeps). Returns whether there was a value.
     pub(crate) fn revoke(&self) -> bool {
+        self.take().is_some()
+    }
+
+    /// Unpublishes the value and returns it once all readers are gone, so
+    /// that the caller can tear down what the readers used (a QP) before
+    /// dropping it. Process context (sleeps).
+    pub(crate) fn take(&self) -> Option<KBox<T>> {
         let p = self.ptr.swap(null_mut(), Ordering::AcqRel);
         if p.is_null() {
-            return false;
+            return None;
         }
         // SAFETY: may sleep; callers are in process context.
         unsafe { b::iser_rs_synchronize_rcu() };
         // SAFETY: `p` came from `KBox::into_raw` in `set`, is no longer
         // published, and no reader can still hold it (grace period over).
-        drop(unsafe { KBox::from_raw(p) });
-        true
+        Some(unsafe { KBox::from_raw(p) })
     }
 }
 

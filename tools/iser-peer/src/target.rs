@@ -608,6 +608,7 @@ impl Peer {
         let mut rdma_offered = c.rdma_offered;
         let mut mrdsl: Option<u32> = None;
         let mut irdsl: Option<u32> = None;
+        let mut digest_sent = false;
         for kv in pairs(data) {
             let (k, v) = kv.map_err(|e| format!("login key syntax: {e:?}"))?;
             let key = String::from_utf8_lossy(k).into_owned();
@@ -634,6 +635,7 @@ impl Peer {
                     }
                 }
                 "HeaderDigest" if self.cfg.mode == Mode::LoginDigest && !c.discovery => {
+                    digest_sent = true;
                     Some("CRC32C".into())
                 }
                 "HeaderDigest" | "DataDigest" => Some("None".into()),
@@ -682,6 +684,12 @@ impl Peer {
         }
         if csg == 0 {
             let _ = w.push(b"TargetPortalGroupTag", b"1");
+        }
+        // iscsid offers no digest keys on an iSER connection (iSER §6.1:
+        // digests are not used); the hostile target declares one anyway.
+        if self.cfg.mode == Mode::LoginDigest && csg == 1 && !c.discovery && !digest_sent {
+            w.push(b"HeaderDigest", b"CRC32C")
+                .map_err(|e| format!("login answer: {e:?}"))?;
         }
         // iSER §6.5: with RDMAExtensions the initiator's receive limit is
         // InitiatorRecvDataSegmentLength (default 8192), not MRDSL.
