@@ -36,8 +36,15 @@ for ((i = 0; i < 100; i++)); do
     dB=$(session_disks | grep -vx "$dA" | head -1); [ -n "$dB" ] && break; sleep 0.2
 done
 [ -n "$dB" ] || die "no disk on path B"
+# The disk node can appear before sd has read its capacity (size 0 for a
+# moment): wait for both sizes to settle before comparing them.
 sz=$(blockdev --getsz "$dA")
-[ "$sz" = "$(blockdev --getsz "$dB")" ] || die "paths differ in size"
+for ((i = 0; i < 100; i++)); do
+    szB=$(blockdev --getsz "$dB" 2>/dev/null)
+    [ "$sz" -gt 0 ] && [ "$sz" = "$szB" ] && break
+    sleep 0.2; sz=$(blockdev --getsz "$dA")
+done
+[ "$sz" -gt 0 ] && [ "$sz" = "$szB" ] || die "paths differ in size ($dA: $sz, $dB: $szB sectors)"
 echo "0 $sz multipath 0 0 1 1 round-robin 0 2 1 $dA 16 $dB 16" | dmsetup create --noudevsync $MP || die "dmsetup create"
 mp=/dev/$(dmsetup info -c --noheadings -o blkdevname $MP)
 [ -b "$mp" ] || die "no multipath block device"
