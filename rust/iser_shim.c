@@ -32,8 +32,11 @@ int iser_rs_debug_level;
 module_param_named(debug_level, iser_rs_debug_level, int, 0644);
 MODULE_PARM_DESC(debug_level, "Enable debug tracing if > 0 (default: disabled)");
 
-/* Live connections, QPs, MRs, PDs and CQs: back to 0 after logout (leak check). */
-static atomic_t iser_rs_live[5];
+/*
+ * Live connections, QPs, MRs, PDs and CQs: back to 0 after logout (leak
+ * check); [5] counts connections established since load (only grows).
+ */
+static atomic_t iser_rs_live[6];
 
 static int iser_rs_live_get(char *buf, const struct kernel_param *kp)
 {
@@ -53,6 +56,8 @@ module_param_cb(live_pds, &iser_rs_live_ops, &iser_rs_live[3], 0444);
 MODULE_PARM_DESC(live_pds, "Live protection domains, one per RDMA device in use (read-only)");
 module_param_cb(live_cqs, &iser_rs_live_ops, &iser_rs_live[4], 0444);
 MODULE_PARM_DESC(live_cqs, "Live completion queues taken from the CQ pool (read-only)");
+module_param_cb(connects, &iser_rs_live_ops, &iser_rs_live[5], 0444);
+MODULE_PARM_DESC(connects, "RDMA connections established since the module was loaded (read-only)");
 
 /*
  * Guards the per-device PD registry (rust/sys/verbs.rs). Process context

@@ -507,6 +507,7 @@ impl CmHandler for IserConn {
                 self.remote_inv
                     .store(terms.remote_invalidate, Ordering::Release);
                 self.state.store(State::Up as u8, Ordering::Release);
+                super::counters::connect_established();
                 pr_info!(
                     "connected (target invalidates STags: {})\n",
                     if terms.remote_invalidate {

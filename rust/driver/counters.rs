@@ -111,6 +111,11 @@ pub(crate) fn live_conn(delta: i64) {
     crate::sys::iscsi::live_add(0, delta);
 }
 
+/// One more connection established since the module was loaded.
+pub(crate) fn connect_established() {
+    crate::sys::iscsi::live_add(5, 1);
+}
+
 /// Live QPs (with their CQ and PD).
 pub(crate) fn live_qp(delta: i64) {
     crate::sys::iscsi::live_add(1, delta);

@@ -106,7 +106,8 @@ pub(crate) fn param_max_sectors() -> u32 {
 }
 
 /// Adds `delta` to module-wide live-object counter `which` (0: connections,
-/// 1: QPs, 2: MRs, 3: PDs, 4: CQs), shown as read-only module parameters.
+/// 1: QPs, 2: MRs, 3: PDs, 4: CQs, 5: connections established since load),
+/// shown as read-only module parameters.
 pub(crate) fn live_add(which: u32, delta: i64) {
     // SAFETY: an atomic_add on a static array entry; `which` is checked
     // on the C side.

@@ -15,7 +15,7 @@ fio --name=flap --filename="$disk" --direct=1 --ioengine=libaio --rw=randwrite -
     --output=/tmp/flap.fio >/dev/null 2>&1 &
 fio_pid=$!
 longest=0
-conns_before=$(dmesg | grep -c "iser_rs: connected")
+conns_before=$(iser_connects)
 for round in 1 2 3; do
     sleep 4
     echo 0 > $t/enable
@@ -33,7 +33,7 @@ for round in 1 2 3; do
 done
 wait $fio_pid || { cat /tmp/flap.fio; die "fio verify across portal flaps"; }
 grep -E "err=|verify" /tmp/flap.fio | head -3 | sed 's/^/# /'
-reconnects=$(( $(dmesg | grep -c "iser_rs: connected") - conns_before ))
+reconnects=$(( $(iser_connects) - conns_before ))
 [ $reconnects -ge 3 ] || die "expected >= 3 reconnects through iser_rs, saw $reconnects"
 log "3 portal flaps under fio: $reconnects reconnects, verify clean, longest reconnect ${longest} ms"
 logout_all
