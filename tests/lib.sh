@@ -575,13 +575,8 @@ peer_mode() {
     return $rc
 }
 
-# --- known open failure: Send with Invalidate over siw ---------------------
-# Over siw, iser_rs's QP fails the peer's first Send with Invalidate: siw
-# cannot find the named STag (our receive completes with REM_INV_REQ_ERR,
-# "siw: got TERMINATE. layer 0, type 2, code 9"), although the peer's RDMA
-# Write to the same STag just succeeded. Seen 2026-11-22 with this module and
-# with the module from before that session's changes (an A/B run in one
-# boot), so it is not a regression; the cause (iser_rs, siw, or the peer
-# through libsiw) is not found yet. Cases on siw report it as a SKIP that
-# names it (never a pass) and go on with what they can still check.
-SIW_SENDINV_KNOWN="known failure: over siw the first Send with Invalidate kills the connection (siw cannot invalidate the STag; see tests/lib.sh)"
+# Send with Invalidate over siw: libsiw (rdma-core's siw provider) takes the
+# STag to invalidate from wr.rdma.rkey, not invalidate_rkey; the peer sets
+# both (tools/iser-peer/src/verbs.rs). Before that, siw answered the peer's
+# first SendInv with a TERMINATE and cases 050/062 skipped siw; they now
+# fail if it comes back.
