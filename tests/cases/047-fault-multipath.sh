@@ -30,10 +30,21 @@ load_initiator iser_rs
 kmsg_watch_start
 # Short replacement timeout: a failed path must return its I/O to dm-multipath.
 login_node $TGT_IP4:$TGT_PORT node.session.timeo.replacement_timeout=5 $FAST_NOOP || die "login path A"
-dA=$(wait_disks | head -1) || die "no disk on path A"
+# Both paths must be the same LU: take LUN 0 of each session (the target
+# keeps the LUNs earlier cases added, e.g. 032's second LUN).
+lun0_disks() {
+    local b
+    for b in /sys/block/sd*; do
+        [ -e "$b/device" ] || continue
+        case $(basename "$(readlink -f "$b/device")") in *:0) echo "/dev/${b##*/}" ;; esac
+    done
+}
+wait_disks >/dev/null || die "no disk on path A"
+dA=$(lun0_disks | head -1)
+[ -n "$dA" ] || die "no LUN 0 disk on path A"
 login_node $IP_B:$TGT_PORT node.session.timeo.replacement_timeout=5 $FAST_NOOP || die "login path B"
 for ((i = 0; i < 100; i++)); do
-    dB=$(session_disks | grep -vx "$dA" | head -1); [ -n "$dB" ] && break; sleep 0.2
+    dB=$(lun0_disks | grep -vx "$dA" | head -1); [ -n "$dB" ] && break; sleep 0.2
 done
 [ -n "$dB" ] || die "no disk on path B"
 # The disk node can appear before sd has read its capacity (size 0 for a
