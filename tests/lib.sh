@@ -479,7 +479,6 @@ setup_siw() {
     rdma link show siw0/1 | grep -q "state ACTIVE" || die "siw0 not ACTIVE"
 }
 
-iser_rs_connects() { iser_connects; }
 
 # peer_fio_verify DEV [fio options]: like fio_verify but with a log in
 # /tmp/peer-fio.log (and failures shown).
@@ -522,7 +521,7 @@ peer_mode() {
             why+=("login failed")
         else
             echo 5 > "/sys/block/${disk#/dev/}/device/timeout"
-            c0=$(iser_rs_connects)
+            c0=$(iser_connects)
             if [ "$expect" = late-dead ]; then
                 # Reads only: the command whose status came first returns
                 # whatever was in the buffer, nothing can verify it.
@@ -537,7 +536,7 @@ peer_mode() {
                     why+=("fio verify failed: $(grep -m1 -E 'err=|verify' /tmp/peer-fio.log)")
             fi
             wait_logged_in 60 || why+=("session not LOGGED_IN at the end")
-            d=$(( $(iser_rs_connects) - c0 ))
+            d=$(( $(iser_connects) - c0 ))
             [ "$ini" = iser_rs ] || d="?"
             case $expect in
             conn-error | late-dead) [ "$ini" = ib_iser ] || [ "$d" -ge 1 ] || why+=("no reconnect") ;;

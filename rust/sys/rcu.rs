@@ -75,13 +75,14 @@ impl<T> RcuSlot<T> {
         // SAFETY: plain RCU read lock; released by the guard or below.
         unsafe { b::iser_rs_rcu_read_lock() };
         match NonNull::new(self.ptr.load(Ordering::Acquire)) {
-            Some(p) => Some(RcuGuard {
+            Some(p) => {
                 // SAFETY: a published pointer stays valid until `revoke`
                 // has seen every read-side section that could have loaded
                 // it end (synchronize_rcu), and this section lasts as long
                 // as the guard, which borrows `self`.
-                val: unsafe { p.as_ref() },
-            }),
+                let val = unsafe { p.as_ref() };
+                Some(RcuGuard { val })
+            }
             None => {
                 // SAFETY: taken above.
                 unsafe { b::iser_rs_rcu_read_unlock() };
