@@ -5,7 +5,9 @@
 //! - [`proto`]: the protocol rules, pure and allocation-free (also built and
 //!   fuzzed on the host from `rust/proto`).
 //! - [`sys`]: thin wrappers over the C APIs; all `unsafe` lives there.
-//! - [`driver`]: the initiator logic, safe Rust.
+//! - [`driver`]: the initiator logic, safe Rust but for one call of the
+//!   `unsafe fn` `CmId::new` (its handler pointer's lifetime is the
+//!   connection's teardown order; see `driver::conn`).
 //!
 //! Teardown order (reverse of `init`): the transport is unregistered first,
 //! so no new session can start while the rest goes away.

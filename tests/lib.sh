@@ -533,7 +533,7 @@ peer_mode() {
                 timeout 240 fio --name=verify --filename="$disk" --direct=1 --ioengine=libaio \
                     --verify=crc32c --do_verify=1 --verify_fatal=1 --size=2M --rw=randwrite \
                     --bs=8k --iodepth=8 --output=/tmp/peer-fio.log >/dev/null 2>&1 ||
-                    why+=("fio verify failed: $(grep -m1 -E 'err=|verify' /tmp/peer-fio.log)")
+                    why+=("fio verify failed: $(grep -m1 -E 'err= *[1-9]|bad |mismatch|fio: ' /tmp/peer-fio.log)")
             fi
             wait_logged_in 60 || why+=("session not LOGGED_IN at the end")
             d=$(( $(iser_connects) - c0 ))

@@ -29,7 +29,7 @@ use crate::sys::cm::{CmEvent, CmEventKind, CmHandler, CmId, CmIdRef};
 use crate::sys::errno::{ECONNREFUSED, EHOSTUNREACH, ENOTCONN, ETIMEDOUT};
 use crate::sys::iscsi::{Conn, ConnSlot, IscsiErr, SockAddr};
 use crate::sys::rcu::{RcuGuard, RcuSlot};
-use crate::sys::verbs::{Cq, Cqe, CqeOwner, Device, DmaBuf, DmaSlots, Pd, QpRef, Wc};
+use crate::sys::verbs::{Cq, CqeHandler, Device, DmaBuf, DmaSlots, Pd, QpRef, Wc, WithCqe};
 use core::pin::Pin;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use kernel::error::code::{EIO, ENODEV};
@@ -83,28 +83,24 @@ pub(crate) struct Resources {
     pub(crate) mrs: MrPool,
     pub(crate) tx: TxPool,
     pub(crate) invs: InvPool,
-    login_rx: KBox<RxDesc>,
+    login_rx: KBox<WithCqe<RxDesc>>,
     pub(crate) login_tx: DmaSlots,
-    rx: KVec<KBox<RxDesc>>,
+    rx: KVec<KBox<WithCqe<RxDesc>>>,
     _cq: Cq,
     _pd: Pd,
 }
 
 /// A receive descriptor: one posted receive buffer.
-#[repr(C)]
 pub(crate) struct RxDesc {
-    cqe: Cqe,
     buf: DmaBuf,
     login: bool,
     index: u16,
 }
 
-// SAFETY: `RxDesc` is `#[repr(C)]` with the Cqe (built by
-// `Cqe::new::<RxDesc>`) as its first field.
-unsafe impl CqeOwner for RxDesc {
+impl CqeHandler for RxDesc {
     type Ctx = IserConn;
-    fn done(&self, conn: &IserConn, wc: &Wc<'_>) {
-        conn.rx_done(self, wc);
+    fn done(this: &WithCqe<Self>, conn: &IserConn, wc: &Wc<'_>) {
+        conn.rx_done(this, wc);
     }
 }
 
@@ -121,8 +117,8 @@ pub(crate) struct IserConn {
     ffp: AtomicBool,
     ring_posted: AtomicBool,
     drained: AtomicBool,
-    /// A PDU waits for send resources; kick libiscsi when some free up.
-    pub(crate) tx_waiting: AtomicBool,
+    /// A failure was reported (`conn_error`): receives are dropped.
+    failed: AtomicBool,
     /// The send slot whose Send uses the login buffer (u32::MAX: none).
     login_tx_user: AtomicU32,
     /// Source of command cookies (see `IserTask::cookie`); 0 is never used.
@@ -144,7 +140,7 @@ impl IserConn {
                 ffp: AtomicBool::new(false),
                 ring_posted: AtomicBool::new(false),
                 drained: AtomicBool::new(false),
-                tx_waiting: AtomicBool::new(false),
+                failed: AtomicBool::new(false),
                 login_tx_user: AtomicU32::new(u32::MAX),
                 cookies: AtomicU64::new(0),
                 counters: Counters::new(),
@@ -199,7 +195,15 @@ impl IserConn {
     }
 
     /// Reports a connection error to libiscsi (which tells iscsid).
+    /// Reports a connection failure to libiscsi/iscsid (any context).
+    /// From here on nothing this connection receives reaches libiscsi: a
+    /// response that arrives behind the PDU that broke the rules (in the
+    /// same completion batch, before the QP is flushed) would otherwise
+    /// complete its command, perhaps with GOOD status for data that never
+    /// came. libiscsi fails the open commands instead and the midlayer
+    /// retries them on the next connection.
     pub(crate) fn conn_error(&self, err: IscsiErr) {
+        self.failed.store(true, Ordering::Release);
         if let Some(c) = self.iscsi.get() {
             c.failure(err);
         }
@@ -222,12 +226,14 @@ impl IserConn {
         let tx = TxPool::new(dev, ctx, DATAOUT_MAX)?;
         let invs = InvPool::new(ctx)?;
         let login_rx = KBox::new(
-            RxDesc {
-                cqe: Cqe::new::<RxDesc>(ctx),
-                buf: DmaBuf::new(dev, RX_BUF_LEN, false, GFP_KERNEL)?,
-                login: true,
-                index: u16::MAX,
-            },
+            WithCqe::new(
+                ctx,
+                RxDesc {
+                    buf: DmaBuf::new(dev, RX_BUF_LEN, false, GFP_KERNEL)?,
+                    login: true,
+                    index: u16::MAX,
+                },
+            ),
             GFP_KERNEL,
         )?;
         let login_tx = DmaSlots::new(dev, 1, proto::bhs::ISER_HEADERS_LEN + RX_DATA_LEN)?;
@@ -235,12 +241,14 @@ impl IserConn {
         for index in 0..RX_RING as u16 {
             rx.push(
                 KBox::new(
-                    RxDesc {
-                        cqe: Cqe::new::<RxDesc>(ctx),
-                        buf: DmaBuf::new(dev, RX_BUF_LEN, false, GFP_KERNEL)?,
-                        login: false,
-                        index,
-                    },
+                    WithCqe::new(
+                        ctx,
+                        RxDesc {
+                            buf: DmaBuf::new(dev, RX_BUF_LEN, false, GFP_KERNEL)?,
+                            login: false,
+                            index,
+                        },
+                    ),
                     GFP_KERNEL,
                 )?,
                 GFP_KERNEL,
@@ -279,7 +287,7 @@ impl IserConn {
     pub(crate) fn post_login_rx(&self) -> Result {
         let res = self.res.get().ok_or(ENOTCONN())?;
         res.qp
-            .post_recv(&res.login_rx.cqe, &res.login_rx.buf, res.lkey)
+            .post_recv(res.login_rx.cqe(), &res.login_rx.buf, res.lkey)
     }
 
     /// Posts the full-feature receive ring (once, with the final login
@@ -291,7 +299,7 @@ impl IserConn {
         }
         let res = self.res.get().ok_or(ENOTCONN())?;
         for d in res.rx.iter() {
-            res.qp.post_recv(&d.cqe, &d.buf, res.lkey)?;
+            res.qp.post_recv(d.cqe(), &d.buf, res.lkey)?;
         }
         self.counters.rx_posted(res.rx.len() as u64);
         Ok(())
@@ -315,16 +323,36 @@ impl IserConn {
         }
     }
 
+    /// A Login or Text Response arrived: the target holds the whole
+    /// request that used the login buffer, so the buffer is free for the
+    /// next request even while that request's Send completion is still on
+    /// its way. Login and Text are strictly request/response on libiscsi's
+    /// login task, and rxe handles the ACK of a request and the response
+    /// to it in different tasks, in either order: waiting for the
+    /// completion let the next request find the buffer held, and libiscsi
+    /// cannot retry a refused management PDU (a discovery stalled for
+    /// 30 s and iscsiadm then crashed). A retransmission of the old
+    /// request reading the reused buffer is a duplicate the target's RC
+    /// responder discards (IBA 9.9.2: a duplicate Send is acknowledged,
+    /// not delivered again).
+    fn login_tx_answered(&self) {
+        if self.login_tx_user.swap(u32::MAX, Ordering::AcqRel) != u32::MAX {
+            if let Some(res) = self.res.get() {
+                res.login_tx.release_index(0);
+            }
+        }
+    }
+
     pub(crate) fn set_full_feature(&self) {
         self.ffp.store(true, Ordering::Release);
     }
 
-    fn repost(&self, desc: &RxDesc) {
+    fn repost(&self, desc: &WithCqe<RxDesc>) {
         if desc.login {
             return;
         }
         if let Some(res) = self.res.get() {
-            if res.qp.post_recv(&desc.cqe, &desc.buf, res.lkey).is_err() {
+            if res.qp.post_recv(desc.cqe(), &desc.buf, res.lkey).is_err() {
                 self.counters.post_error();
                 self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
             }
@@ -332,13 +360,19 @@ impl IserConn {
     }
 
     /// A receive completed (softirq).
-    fn rx_done(&self, desc: &RxDesc, wc: &Wc<'_>) {
+    fn rx_done(&self, desc: &WithCqe<RxDesc>, wc: &Wc<'_>) {
         if !wc.ok() {
             if !wc.flushed() {
                 self.counters.wc_error();
                 pr_warn!("receive failed, status {}\n", wc.status());
                 self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
             }
+            return;
+        }
+        // After a reported failure nothing received is delivered (nor its
+        // buffer reposted: the connection is going away).
+        if self.failed.load(Ordering::Acquire) {
+            self.counters.rx_dropped();
             return;
         }
         let Some(conn) = self.iscsi.get() else { return };
@@ -356,6 +390,9 @@ impl IserConn {
             Err(e) => return self.proto_error(e),
         };
         let inv = wc.invalidated_rkey();
+        if pdu.opcode == proto::bhs::OP_LOGIN_RSP || pdu.opcode == proto::bhs::OP_TEXT_RSP {
+            self.login_tx_answered();
+        }
         if pdu.opcode == proto::bhs::OP_SCSI_RSP {
             self.counters.response();
             match super::task::on_scsi_response(self, conn, &pdu, inv, desc.index, wc.byte_len()) {
@@ -379,7 +416,7 @@ impl IserConn {
     pub(crate) fn complete(
         &self,
         conn: Conn,
-        desc: &RxDesc,
+        desc: &WithCqe<RxDesc>,
         msg: &[u8],
         pdu: &proto::bhs::TargetPdu<'_>,
     ) {
@@ -393,7 +430,7 @@ impl IserConn {
         self.counters.rx_bytes(data.len() as u64);
         if let Err(e) = conn.complete_pdu(hdr, data) {
             self.counters.proto_error();
-            conn.failure(e);
+            self.conn_error(e);
         }
         self.repost(desc);
     }
@@ -401,6 +438,10 @@ impl IserConn {
     /// Re-parses a deferred response's buffer (receive ring entry `rx`)
     /// and completes it.
     pub(crate) fn complete_deferred(&self, rx: u16, len: u32) {
+        if self.failed.load(Ordering::Acquire) {
+            self.counters.rx_dropped();
+            return;
+        }
         let Some(conn) = self.iscsi.get() else { return };
         let Some(res) = self.res.get() else { return };
         let Some(desc) = res.rx.get(rx as usize) else {

@@ -47,10 +47,11 @@ counters! {
     deferred_completions: "Responses held until a local invalidation completed.",
     data_outs: "Unsolicited Data-Out PDUs sent.",
     rx_posted: "Receive buffers posted for full feature phase.",
-    send_queue_full: "Times a PDU waited for a send slot or MR.",
+    send_queue_full: "PDUs refused for lack of a send slot or MR (the midlayer retries commands).",
     err_protocol: "Protocol errors by the target (connection failed).",
     err_completion: "Work completions with an error (not flushes).",
     err_post: "Failed post_send/post_recv calls.",
+    rx_dropped: "PDUs received after a reported connection failure, not delivered.",
 }
 
 impl Counters {
@@ -100,6 +101,9 @@ impl Counters {
     }
     pub(crate) fn wc_error(&self) {
         self.err_completion.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn rx_dropped(&self) {
+        self.rx_dropped.fetch_add(1, Ordering::Relaxed);
     }
     pub(crate) fn post_error(&self) {
         self.err_post.fetch_add(1, Ordering::Relaxed);

@@ -21,7 +21,8 @@ use crate::sys::errno::{ENOBUFS, ENOTCONN};
 use crate::sys::iscsi::{Conn, Dir, Task, TaskKind, BHS_LEN};
 use crate::sys::pool::IndexPool;
 use crate::sys::verbs::{
-    Cqe, CqeOwner, Device, DmaSlots, MappedSg, Mr, Pd, RegReq, RemoteAccess, Sge, SlotToken, Wc,
+    CqeHandler, Device, DmaSlots, MappedSg, Mr, Pd, RegReq, RemoteAccess, Sge, SlotToken, Wc,
+    WithCqe,
 };
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::error::code::EINVAL;
@@ -115,9 +116,7 @@ impl Drop for MrPool {
 pub(crate) const SIGNAL_EVERY: usize = 16;
 
 /// A send descriptor: the completion handle of one header slot.
-#[repr(C)]
 pub(crate) struct TxDesc {
-    cqe: Cqe,
     index: u32,
     /// Unsignaled slots posted before this (signaled) Send: released with
     /// it. Written before the post, read by its completion.
@@ -125,10 +124,9 @@ pub(crate) struct TxDesc {
     batch_len: AtomicU32,
 }
 
-// SAFETY: `#[repr(C)]` with the Cqe (built by `Cqe::new::<TxDesc>`) first.
-unsafe impl CqeOwner for TxDesc {
+impl CqeHandler for TxDesc {
     type Ctx = IserConn;
-    fn done(&self, conn: &IserConn, wc: &Wc<'_>) {
+    fn done(this: &WithCqe<Self>, conn: &IserConn, wc: &Wc<'_>) {
         if !wc.ok() {
             // A flushed WR (unsignaled ones too, and the REG_MR/LOCAL_INV
             // of a chain, which share this handle) releases nothing: the
@@ -142,18 +140,13 @@ unsafe impl CqeOwner for TxDesc {
         }
         // Only a signaled Send completes successfully here.
         if let Some(res) = conn.resources() {
-            let n = self.batch_len.swap(0, Ordering::Acquire) as usize;
-            for b in self.batch.iter().take(n) {
+            let n = this.batch_len.swap(0, Ordering::Acquire) as usize;
+            for b in this.batch.iter().take(n) {
                 res.tx.slots.release_index(b.load(Ordering::Relaxed));
             }
-            res.tx.slots.release_index(self.index);
+            res.tx.slots.release_index(this.index);
         }
-        conn.login_tx_done(self.index);
-        if conn.tx_waiting.swap(false, Ordering::AcqRel) {
-            if let Some(c) = conn.iscsi.get() {
-                c.queue_xmit();
-            }
-        }
+        conn.login_tx_done(this.index);
     }
 }
 
@@ -166,7 +159,7 @@ struct Unsignaled {
 /// Send descriptors for command, Data-Out and management PDUs: one header
 /// slot (iSER header + BHS) and one completion handle each.
 pub(crate) struct TxPool {
-    descs: KVec<TxDesc>,
+    descs: KVec<WithCqe<TxDesc>>,
     slots: DmaSlots,
     /// Taken in process context (xmit, under libiscsi's frwd_lock) only;
     /// BH-disabling anyway, so it is safe from any context. Innermost lock
@@ -183,12 +176,14 @@ impl TxPool {
         let mut descs = KVec::with_capacity(n as usize, GFP_KERNEL)?;
         for index in 0..n {
             descs.push(
-                TxDesc {
-                    cqe: Cqe::new::<TxDesc>(ctx),
-                    index,
-                    batch: [const { AtomicU32::new(0) }; SIGNAL_EVERY - 1],
-                    batch_len: AtomicU32::new(0),
-                },
+                WithCqe::new(
+                    ctx,
+                    TxDesc {
+                        index,
+                        batch: [const { AtomicU32::new(0) }; SIGNAL_EVERY - 1],
+                        batch_len: AtomicU32::new(0),
+                    },
+                ),
                 GFP_KERNEL,
             )?;
         }
@@ -226,7 +221,7 @@ impl TxPool {
                 }
                 d.batch_len.store(u.n as u32, Ordering::Release);
             }
-            let r = qp.post_send(invs, regs, &d.cqe, sges, signal);
+            let r = qp.post_send(invs, regs, d.cqe(), sges, signal);
             match (&r, signal) {
                 (Err(_), _) => d.batch_len.store(0, Ordering::Relaxed),
                 (Ok(()), true) => u.n = 0,
@@ -318,18 +313,15 @@ impl IserTask {
 /// Owned by the connection, not the task, so an aborted command's
 /// invalidation that completes after libiscsi reused the task cannot
 /// complete the task's next command.
-#[repr(C)]
 pub(crate) struct InvDesc {
-    cqe: Cqe,
     index: u32,
     itt: AtomicU32,
     cookie: AtomicU64,
 }
 
-// SAFETY: `#[repr(C)]` with the Cqe (built by `Cqe::new::<InvDesc>`) first.
-unsafe impl CqeOwner for InvDesc {
+impl CqeHandler for InvDesc {
     type Ctx = IserConn;
-    fn done(&self, conn: &IserConn, wc: &Wc<'_>) {
+    fn done(this: &WithCqe<Self>, conn: &IserConn, wc: &Wc<'_>) {
         if !wc.ok() {
             // Flushed (the unsignaled first WR of a pair too): the
             // connection is going away; teardown frees the descriptor.
@@ -340,10 +332,10 @@ unsafe impl CqeOwner for InvDesc {
             }
             return;
         }
-        let itt = self.itt.load(Ordering::Acquire);
-        let cookie = self.cookie.load(Ordering::Acquire);
+        let itt = this.itt.load(Ordering::Acquire);
+        let cookie = this.cookie.load(Ordering::Acquire);
         if let Some(res) = conn.resources() {
-            res.invs.free.release(self.index);
+            res.invs.free.release(this.index);
         }
         inv_done(itt, cookie, conn);
     }
@@ -353,7 +345,7 @@ unsafe impl CqeOwner for InvDesc {
 /// may wait for its invalidation, doubled for aborted commands whose
 /// invalidation is still in flight when their task is reused.
 pub(crate) struct InvPool {
-    descs: KVec<InvDesc>,
+    descs: KVec<WithCqe<InvDesc>>,
     free: IndexPool,
 }
 
@@ -363,12 +355,14 @@ impl InvPool {
         let mut descs = KVec::with_capacity(n as usize, GFP_KERNEL)?;
         for index in 0..n {
             descs.push(
-                InvDesc {
-                    cqe: Cqe::new::<InvDesc>(ctx),
-                    index,
-                    itt: AtomicU32::new(0),
-                    cookie: AtomicU64::new(0),
-                },
+                WithCqe::new(
+                    ctx,
+                    InvDesc {
+                        index,
+                        itt: AtomicU32::new(0),
+                        cookie: AtomicU64::new(0),
+                    },
+                ),
                 GFP_KERNEL,
             )?;
         }
@@ -438,7 +432,7 @@ pub(crate) fn on_scsi_response(
     d.itt
         .store(u32::from_ne_bytes(pdu.itt.0), Ordering::Relaxed);
     d.cookie.store(t.cookie, Ordering::Release);
-    if res.qp.post_local_inv(&d.cqe, todo.as_slice()).is_err() {
+    if res.qp.post_local_inv(d.cqe(), todo.as_slice()).is_err() {
         res.invs.free.release(di);
         conn.counters.post_error();
         // Never completable now: the connection fails and libiscsi cleans up.
@@ -493,6 +487,12 @@ pub(crate) fn init(_conn: &IserConn, _task: Task<'_, IserTask>) -> Result {
 /// Every header slot the call needs is reserved before anything is posted:
 /// once the command PDU is on the wire a failure here would make libiscsi
 /// hand the command (and its CmdSN) out again.
+///
+/// Out of send resources (`ENOBUFS`, counted as `tx_full`): the host has
+/// no xmit work (`xmit_can_sleep` false), so libiscsi answers
+/// `queuecommand` with TARGET_BUSY and the SCSI midlayer retries the
+/// command; a refused management PDU fails to its sender. Nothing here
+/// waits for a completion to kick a retry.
 pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     let res = conn.resources().ok_or(ENOTCONN())?;
     if task.kind() == TaskKind::Mgmt {
@@ -502,7 +502,6 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     let unsol_pdus = task.unsol_pdus_left();
     let need = u32::from(!cmd_sent) + unsol_pdus;
     let Some(mut rsv) = res.tx.slots.reserve(need) else {
-        conn.tx_waiting.store(true, Ordering::Release);
         conn.counters.tx_full();
         return Err(ENOBUFS());
     };
@@ -586,7 +585,6 @@ fn send_command(
         }
         let Some(i) = res.mrs.get() else {
             res.tx.slots.release(slot);
-            conn.tx_waiting.store(true, Ordering::Release);
             conn.counters.tx_full();
             return Err(ENOBUFS());
         };
@@ -713,7 +711,6 @@ fn xmit_mgmt(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     let is_login = iscsi.is_login_task(&task);
     let bhs = task.data().ok_or(EINVAL)?.bhs;
     let Some(mut slot) = res.tx.slots.claim() else {
-        conn.tx_waiting.store(true, Ordering::Release);
         return Err(ENOBUFS());
     };
     if !is_login && data_len == 0 {
@@ -729,7 +726,6 @@ fn xmit_mgmt(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     }
     let Some(mut ltok) = res.login_tx.claim() else {
         res.tx.slots.release(slot);
-        conn.tx_waiting.store(true, Ordering::Release);
         return Err(ENOBUFS());
     };
     let data = task.mgmt_data();

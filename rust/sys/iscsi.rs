@@ -188,12 +188,6 @@ impl Conn {
         unsafe { b::iscsi_conn_failure(self.0.as_ptr(), err) };
     }
 
-    /// Kicks libiscsi's transmit work (after send queue space freed up).
-    pub(crate) fn queue_xmit(self) {
-        // SAFETY: as in `complete_pdu`.
-        unsafe { b::iscsi_conn_queue_xmit(self.0.as_ptr()) };
-    }
-
     /// Whether the task is the connection's login task.
     pub(crate) fn is_login_task<D>(self, task: &Task<'_, D>) -> bool {
         // SAFETY: reading a pointer field of a live connection.

@@ -4,11 +4,12 @@
 //! `ib_cqe.done` completion trampoline.
 //!
 //! Ownership: [`Cq`], [`Mr`] and [`DmaBuf`] free their C object on drop;
-//! [`Pd`] is a counted share of its device's PD, freed with the last share. A queue pair belongs to its `rdma_cm_id` ([`super::cm`]); this file
+//! [`Pd`] is a counted share of its device's PD, freed with the last share.
+//! A queue pair belongs to its `rdma_cm_id` ([`super::cm`]); this file
 //! only posts to it through [`QpRef`].
 //!
-//! The rule that makes posting sound: a work request names a [`Cqe`]
-//! embedded in a descriptor (`CqeOwner`) and, through SGEs, DMA memory;
+//! The rule that makes posting sound: a work request names the [`Cqe`]
+//! of a descriptor ([`WithCqe`]) and, through SGEs, DMA memory;
 //! both must stay alive until the WR completes. The driver keeps every
 //! descriptor and buffer in its connection object, which drains the QP
 //! (`ib_drain_qp`) before it frees any of them.
@@ -610,8 +611,8 @@ impl Wc<'_> {
 }
 
 /// The `ib_cqe` a work request names, with the context its handler gets.
-/// Embedded as the FIRST field of a `#[repr(C)]` descriptor that implements
-/// [`CqeOwner`].
+/// Only [`WithCqe`] makes one, as its first field: the completion
+/// trampoline finds the descriptor from the `ib_cqe` pointer.
 #[repr(C)]
 pub(crate) struct Cqe {
     raw: b::ib_cqe,
@@ -619,56 +620,80 @@ pub(crate) struct Cqe {
 }
 
 // SAFETY: the Cqe is only read by the completion trampoline; `ctx` points to
-// a `Sync` context (see `CqeOwner::Ctx`).
+// a `Sync` context (see `CqeHandler::Ctx`).
 unsafe impl Send for Cqe {}
 // SAFETY: as above.
 unsafe impl Sync for Cqe {}
 
 impl Cqe {
-    /// A Cqe whose completions call `T::done(ctx, ..)`. The context (the
-    /// connection) must outlive every WR naming this Cqe: the owner drains
-    /// the QP before freeing either (module docs).
-    pub(crate) fn new<T: CqeOwner>(ctx: *const T::Ctx) -> Self {
-        Cqe {
-            raw: b::ib_cqe {
-                done: Some(cqe_done_trampoline::<T>),
-            },
-            ctx: ctx.cast(),
-        }
-    }
-
     fn as_ptr(&self) -> *mut b::ib_cqe {
         core::ptr::addr_of!(self.raw).cast_mut()
     }
 }
 
-/// A descriptor whose completions arrive through its embedded [`Cqe`].
-///
-/// # Safety
-/// The implementor is `#[repr(C)]` with a [`Cqe`] built by
-/// `Cqe::new::<Self>(..)` as its first field, so that a pointer to the Cqe
-/// is a pointer to the descriptor.
-pub(crate) unsafe trait CqeOwner: Sized {
+/// The completion handler (`ib_cqe.done`) of a descriptor type.
+pub(crate) trait CqeHandler: Sized {
     /// What the handler works on (the connection).
     type Ctx: Sync;
     /// Called in softirq context for every signaled (or failed) WR that
-    /// names this descriptor's Cqe.
-    fn done(&self, ctx: &Self::Ctx, wc: &Wc<'_>);
+    /// names `this` descriptor's Cqe.
+    fn done(this: &WithCqe<Self>, ctx: &Self::Ctx, wc: &Wc<'_>);
+}
+
+/// A descriptor `T` with the [`Cqe`] its work requests name in front of
+/// it (`#[repr(C)]`, Cqe first): a completion's `wr_cqe` pointer is a
+/// pointer to the `WithCqe<T>`, and the Cqe's `done` is `T`'s handler.
+/// The context given to [`WithCqe::new`] (the connection) must outlive
+/// every WR naming the descriptor: the owner drains the QP before freeing
+/// either (module docs).
+#[repr(C)]
+pub(crate) struct WithCqe<T: CqeHandler> {
+    cqe: Cqe,
+    desc: T,
+}
+
+impl<T: CqeHandler> WithCqe<T> {
+    pub(crate) fn new(ctx: *const T::Ctx, desc: T) -> Self {
+        WithCqe {
+            cqe: Cqe {
+                raw: b::ib_cqe {
+                    done: Some(cqe_done_trampoline::<T>),
+                },
+                ctx: ctx.cast(),
+            },
+            desc,
+        }
+    }
+
+    /// The completion handle to post work requests with.
+    pub(crate) fn cqe(&self) -> &Cqe {
+        &self.cqe
+    }
+}
+
+impl<T: CqeHandler> core::ops::Deref for WithCqe<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.desc
+    }
 }
 
 /// # Safety
-/// Only called by ib_core for a work completion whose `wr_cqe` is a
-/// [`Cqe`] posted by this module (see [`CqeOwner`]).
-unsafe extern "C" fn cqe_done_trampoline<T: CqeOwner>(_cq: *mut b::ib_cq, wc: *mut b::ib_wc) {
+/// Only called by ib_core for a work completion whose `wr_cqe` is the
+/// [`Cqe`] of a live [`WithCqe<T>`] (the only maker of a Cqe sets this
+/// trampoline with its own `T`).
+unsafe extern "C" fn cqe_done_trampoline<T: CqeHandler>(_cq: *mut b::ib_cq, wc: *mut b::ib_wc) {
     // SAFETY: ib_core passes a valid WC whose `wr_cqe` is a Cqe we posted;
-    // by the `CqeOwner` contract it is the first field of a live `T`, and
-    // its context outlives the WR (the owner drains the QP before freeing).
+    // it is the first field of a `#[repr(C)]` `WithCqe<T>` (the trampoline
+    // and `T` were chosen together in `WithCqe::new`), alive until the WR
+    // completed, and its context outlives the WR (the owner drains the QP
+    // before freeing either).
     unsafe {
         let wc = &*wc;
         let cqe = wc.__bindgen_anon_1.wr_cqe as *const Cqe;
-        let owner = &*(cqe as *const T);
+        let owner = &*(cqe as *const WithCqe<T>);
         let ctx = &*((*cqe).ctx as *const T::Ctx);
-        owner.done(ctx, &Wc(wc));
+        T::done(owner, ctx, &Wc(wc));
     }
 }
 
