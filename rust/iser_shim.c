@@ -33,6 +33,18 @@ module_param_named(debug_level, iser_rs_debug_level, int, 0644);
 MODULE_PARM_DESC(debug_level, "Enable debug tracing if > 0 (default: disabled)");
 
 /*
+ * iser-rs's own data-path choices, read when a connection is set up; off
+ * switches exist to measure what each buys (make bench, README).
+ */
+bool iser_rs_inline_sends = true;
+module_param_named(inline_sends, iser_rs_inline_sends, bool, 0644);
+MODULE_PARM_DESC(inline_sends, "Send header-only command PDUs inline when the device allows (default: Y)");
+
+unsigned int iser_rs_signal_every = 16;
+module_param_named(signal_every, iser_rs_signal_every, uint, 0644);
+MODULE_PARM_DESC(signal_every, "Request a completion for one Send in this many, 1..16 (default: 16; ib_iser: 1)");
+
+/*
  * Live connections, QPs, MRs, PDs and CQs: back to 0 after logout (leak
  * check); [5] counts connections established since load (only grows).
  */

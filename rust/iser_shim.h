@@ -13,6 +13,8 @@
 extern unsigned int iser_rs_max_sectors;
 extern unsigned int iser_rs_max_lun;
 extern int iser_rs_debug_level;
+extern bool iser_rs_inline_sends;
+extern unsigned int iser_rs_signal_every;
 
 /* True when some module already registered an iSCSI transport "name". */
 bool iser_rs_transport_name_taken(const char *name);

@@ -21,7 +21,7 @@ use crate::sys::errno::{ENOBUFS, ENOTCONN};
 use crate::sys::iscsi::{Conn, Dir, Task, TaskKind, BHS_LEN};
 use crate::sys::pool::IndexPool;
 use crate::sys::verbs::{
-    CqeHandler, Device, DmaSlots, MappedSg, Mr, Pd, RegReq, RemoteAccess, Sge, SlotToken, Wc,
+    CqeHandler, Device, DmaSlots, SendPayload, MappedSg, Mr, Pd, RegReq, RemoteAccess, Sge, SlotToken, Wc,
     WithCqe,
 };
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -108,12 +108,18 @@ impl Drop for MrPool {
     }
 }
 
-/// One Send in `SIGNAL_EVERY` is signaled; the others complete silently
+/// One Send in `signal_every` (module parameter, at most `SIGNAL_EVERY`)
+/// is signaled; the others complete silently
 /// and their header slots are released by the next signaled completion
 /// (an RC send queue completes in order). ib_iser signals every Send: this
 /// halves the completions per command. Management and login PDUs are
 /// always signaled.
 pub(crate) const SIGNAL_EVERY: usize = 16;
+
+/// The `signal_every` module parameter, clamped to `1..=SIGNAL_EVERY`.
+fn signal_every() -> usize {
+    (crate::sys::iscsi::param_signal_every() as usize).clamp(1, SIGNAL_EVERY)
+}
 
 /// A send descriptor: the completion handle of one header slot.
 pub(crate) struct TxDesc {
@@ -165,6 +171,8 @@ pub(crate) struct TxPool {
     /// BH-disabling anyway, so it is safe from any context. Innermost lock
     /// of iser-rs (ib_post_send's provider lock nests inside it).
     unsignaled: BhSpinLock<Unsignaled>,
+    /// One Send in this many is signaled (`signal_every()` at setup).
+    signal_every: usize,
 }
 
 impl TxPool {
@@ -194,11 +202,12 @@ impl TxPool {
                 idx: [0; SIGNAL_EVERY - 1],
                 n: 0,
             })?,
+            signal_every: signal_every(),
         })
     }
 
-    /// Posts `[invs] → [regs] → Send(sges)` using header slot `slot`,
-    /// signaled if `always_signal` or if it is the `SIGNAL_EVERY`th. On
+    /// Posts `[invs] → [regs] → Send(payload)` using header slot `slot`,
+    /// signaled if `always_signal` or if it is the `signal_every`th. On
     /// error the slot is released and nothing was posted.
     fn post(
         &self,
@@ -206,7 +215,7 @@ impl TxPool {
         invs: &[u32],
         regs: &[RegReq<'_>],
         slot: SlotToken,
-        sges: &[Sge],
+        payload: SendPayload<'_>,
         always_signal: bool,
     ) -> Result {
         let Some(d) = self.descs.get(slot.index() as usize) else {
@@ -214,14 +223,14 @@ impl TxPool {
             return Err(EINVAL);
         };
         let r = self.unsignaled.with(|u| {
-            let signal = always_signal || u.n + 1 >= SIGNAL_EVERY;
+            let signal = always_signal || u.n + 1 >= self.signal_every;
             if signal {
                 for (dst, src) in d.batch.iter().zip(&u.idx[..u.n]) {
                     dst.store(*src, Ordering::Relaxed);
                 }
                 d.batch_len.store(u.n as u32, Ordering::Release);
             }
-            let r = qp.post_send(invs, regs, d.cqe(), sges, signal);
+            let r = qp.post_send(invs, regs, d.cqe(), payload, signal);
             match (&r, signal) {
                 (Err(_), _) => d.batch_len.store(0, Ordering::Relaxed),
                 (Ok(()), true) => u.n = 0,
@@ -245,6 +254,16 @@ impl TxPool {
     }
 }
 
+/// The iSER header and BHS of a PDU as sent (`HDRS` bytes, zero-padded).
+fn hdr_bytes(iser: &[u8; proto::iser_hdr::ISER_HDR_LEN], bhs: &[u8]) -> [u8; HDRS] {
+    let mut out = [0u8; HDRS];
+    let (a, rest) = out.split_at_mut(iser.len());
+    a.copy_from_slice(iser);
+    let n = bhs.len().min(rest.len());
+    rest[..n].copy_from_slice(&bhs[..n]);
+    out
+}
+
 /// Writes an iSER header and BHS into a claimed header slot.
 fn fill_hdr(
     slots: &DmaSlots,
@@ -253,12 +272,14 @@ fn fill_hdr(
     bhs: &[u8],
     lkey: u32,
 ) -> Sge {
+    write_hdrs(slots, t, &hdr_bytes(iser, bhs), lkey)
+}
+
+/// Writes prepared headers (`hdr_bytes`) into a claimed header slot.
+fn write_hdrs(slots: &DmaSlots, t: &mut SlotToken, hdrs: &[u8; HDRS], lkey: u32) -> Sge {
     slots.write(t, HDRS, lkey, |buf| {
-        buf.fill(0);
-        let (a, rest) = buf.split_at_mut(iser.len());
-        a.copy_from_slice(iser);
-        let n = bhs.len().min(rest.len());
-        rest[..n].copy_from_slice(&bhs[..n]);
+        let n = buf.len().min(HDRS);
+        buf[..n].copy_from_slice(&hdrs[..n]);
     })
 }
 
@@ -538,7 +559,7 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
             length: len,
             lkey,
         };
-        if let Err(e) = res.tx.post(res.qp, &[], &[], slot, &[h, data], false) {
+        if let Err(e) = res.tx.post(res.qp, &[], &[], slot, SendPayload::Sges(&[h, data]), false) {
             conn.counters.post_error();
             conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
             return Err(e);
@@ -656,27 +677,34 @@ fn post_command(
     let mut iser = [0u8; proto::iser_hdr::ISER_HDR_LEN];
     proto::iser_hdr::IserHeader { read, write }.encode(&mut iser);
     let td = task.data().ok_or(EINVAL)?;
-    let h = fill_hdr(
-        &res.tx.slots,
-        &mut slot,
-        &iser,
-        &td.bhs[..hdr_len],
-        res.lkey,
-    );
-    let mut sges = [h, h];
-    let mut nsge = 1;
-    if imm > 0 {
-        let Some((base, lkey)) = td.local_data else {
-            res.tx.slots.release(slot);
-            return Err(EINVAL);
-        };
-        sges[1] = Sge {
-            addr: base,
-            length: imm,
-            lkey,
-        };
-        nsge = 2;
-    }
+    let hdrs = hdr_bytes(&iser, &td.bhs[..hdr_len]);
+    let mut sges = [Sge {
+        addr: 0,
+        length: 0,
+        lkey: 0,
+    }; 2];
+    let payload = if imm == 0 && res.inline_hdrs {
+        // Header only: copied into the work request by the provider. The
+        // header slot is still claimed: its descriptor is the Send's
+        // completion handle.
+        SendPayload::Inline(&hdrs)
+    } else {
+        sges[0] = write_hdrs(&res.tx.slots, &mut slot, &hdrs, res.lkey);
+        if imm == 0 {
+            SendPayload::Sges(&sges[..1])
+        } else {
+            let Some((base, lkey)) = td.local_data else {
+                res.tx.slots.release(slot);
+                return Err(EINVAL);
+            };
+            sges[1] = Sge {
+                addr: base,
+                length: imm,
+                lkey,
+            };
+            SendPayload::Sges(&sges)
+        }
+    };
     let reg_req = reg.and_then(|(i, access)| res.mrs.mr(i).map(|mr| RegReq { mr, access }));
     let regs = reg_req.as_slice();
     let invs = inv.as_slice();
@@ -686,7 +714,7 @@ fn post_command(
     td.cmd_sent = true;
     td.cookie = conn.next_cookie();
     let local = td.local_data;
-    if let Err(e) = res.tx.post(res.qp, invs, regs, slot, &sges[..nsge], false) {
+    if let Err(e) = res.tx.post(res.qp, invs, regs, slot, payload, false) {
         td.stags = None;
         td.cmd_sent = false;
         return Err(e);
@@ -715,7 +743,7 @@ fn xmit_mgmt(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     };
     if !is_login && data_len == 0 {
         let h = fill_hdr(&res.tx.slots, &mut slot, &iser, &bhs[..hdr_len], res.lkey);
-        return res.tx.post(res.qp, &[], &[], slot, &[h], true);
+        return res.tx.post(res.qp, &[], &[], slot, SendPayload::Sges(&[h]), true);
     }
     // Login, and any management PDU with data, go through the login send
     // buffer: header and data in one SGE (at most 8 KiB of data, the login
@@ -748,7 +776,7 @@ fn xmit_mgmt(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     }
     let idx = slot.index();
     conn.login_tx_posted(idx);
-    if let Err(e) = res.tx.post(res.qp, &[], &[], slot, &[sge], true) {
+    if let Err(e) = res.tx.post(res.qp, &[], &[], slot, SendPayload::Sges(&[sge]), true) {
         conn.login_tx_done(idx);
         res.login_tx.release(ltok);
         return Err(e);

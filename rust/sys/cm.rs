@@ -193,13 +193,15 @@ impl CmIdRef {
         unsafe { Device::from_raw((*self.0.as_ptr()).device) }
     }
 
-    /// Creates the RC QP on `pd` with both queues on `cq`.
+    /// Creates the RC QP on `pd` with both queues on `cq`, able to send
+    /// `max_inline_data` bytes inline (0: none; the device may refuse).
     pub(crate) fn create_qp(
         self,
         pd: &Pd,
         cq: &Cq,
         max_send_wr: u32,
         max_recv_wr: u32,
+        max_inline_data: u32,
     ) -> Result<QpRef> {
         let mut attr = b::ib_qp_init_attr {
             send_cq: cq.as_ptr(),
@@ -209,6 +211,7 @@ impl CmIdRef {
                 max_recv_wr,
                 max_send_sge: 2,
                 max_recv_sge: 1,
+                max_inline_data,
                 ..Default::default()
             },
             sq_sig_type: b::ib_sig_type_IB_SIGNAL_REQ_WR,

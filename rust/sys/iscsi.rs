@@ -105,6 +105,22 @@ pub(crate) fn param_max_sectors() -> u32 {
     unsafe { b::iser_rs_max_sectors }
 }
 
+/// The `inline_sends` module parameter (C part; 0644, read once per
+/// connection setup).
+pub(crate) fn param_inline_sends() -> bool {
+    // SAFETY: a bool module parameter; a concurrent sysfs write stores a
+    // whole byte, and either value is acceptable here.
+    unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_inline_sends)) }
+}
+
+/// The `signal_every` module parameter (C part; 0644, read once per
+/// connection setup), unclamped.
+pub(crate) fn param_signal_every() -> u32 {
+    // SAFETY: an aligned u32 module parameter; a concurrent sysfs write
+    // stores a whole word, and any value is clamped by the caller.
+    unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_signal_every)) }
+}
+
 /// Adds `delta` to module-wide live-object counter `which` (0: connections,
 /// 1: QPs, 2: MRs, 3: PDs, 4: CQs, 5: connections established since load),
 /// shown as read-only module parameters.

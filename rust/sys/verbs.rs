@@ -705,6 +705,18 @@ pub(crate) struct Sge {
     pub(crate) lkey: u32,
 }
 
+/// What a Send carries.
+#[derive(Clone, Copy)]
+pub(crate) enum SendPayload<'a> {
+    /// Gathered by the device from registered memory.
+    Sges(&'a [Sge]),
+    /// Copied into the work request by the provider during the post
+    /// (`IB_SEND_INLINE`): no memory registration, no DMA read of a
+    /// header buffer, and the bytes may live on the stack. The QP must
+    /// have been created with `max_inline_data` of at least their length.
+    Inline(&'a [u8]),
+}
+
 /// A registration to post ahead of a Send.
 pub(crate) struct RegReq<'a> {
     pub(crate) mr: &'a Mr,
@@ -751,37 +763,57 @@ impl QpRef {
 
     /// Posts, in one chain: local invalidations of `invs` (MRs left valid
     /// by an aborted command), `regs` fast registrations, then one Send of
-    /// `sges`. Only the Send may be signaled (`signaled`); a failing
+    /// `payload`. Only the Send may be signaled (`signaled`); a failing
     /// earlier WR still completes, with an error, to `cqe`.
     pub(crate) fn post_send(
         self,
         invs: &[u32],
         regs: &[RegReq<'_>],
         cqe: &Cqe,
-        sges: &[Sge],
+        payload: SendPayload<'_>,
         signaled: bool,
     ) -> Result {
-        if sges.len() > MAX_SGE || regs.len() > 2 || invs.len() > 2 {
+        if regs.len() > 2 || invs.len() > 2 {
             return Err(EINVAL);
         }
         let mut sg = [b::ib_sge::default(); MAX_SGE];
-        for (d, s) in sg.iter_mut().zip(sges) {
-            *d = b::ib_sge {
-                addr: s.addr,
-                length: s.length,
-                lkey: s.lkey,
-            };
+        let mut send = b::ib_send_wr {
+            send_flags: if signaled {
+                b::ib_send_flags_IB_SEND_SIGNALED as _
+            } else {
+                0
+            },
+            ..Default::default()
+        };
+        match payload {
+            SendPayload::Sges(sges) => {
+                if sges.len() > MAX_SGE {
+                    return Err(EINVAL);
+                }
+                for (d, s) in sg.iter_mut().zip(sges) {
+                    *d = b::ib_sge {
+                        addr: s.addr,
+                        length: s.length,
+                        lkey: s.lkey,
+                    };
+                }
+                send.num_sge = sges.len() as i32;
+            }
+            SendPayload::Inline(bytes) => {
+                // An inline SGE holds a CPU address: the provider copies
+                // from it during the post (ib_verbs.h, IB_SEND_INLINE).
+                sg[0] = b::ib_sge {
+                    addr: bytes.as_ptr() as u64,
+                    length: u32::try_from(bytes.len()).map_err(|_| EINVAL)?,
+                    lkey: 0,
+                };
+                send.num_sge = 1;
+                send.send_flags |= b::ib_send_flags_IB_SEND_INLINE as kernel::ffi::c_int;
+            }
         }
-        let mut send = b::ib_send_wr::default();
         send.__bindgen_anon_1.wr_cqe = cqe.as_ptr();
         send.sg_list = sg.as_mut_ptr();
-        send.num_sge = sges.len() as i32;
         send.opcode = b::ib_wr_opcode_IB_WR_SEND;
-        send.send_flags = if signaled {
-            b::ib_send_flags_IB_SEND_SIGNALED as _
-        } else {
-            0
-        };
         let mut reg = [b::ib_reg_wr::default(), b::ib_reg_wr::default()];
         let mut next: *mut b::ib_send_wr = &mut send;
         for (i, r) in regs.iter().enumerate().rev() {
@@ -804,8 +836,9 @@ impl QpRef {
             w.next = next;
             next = w;
         }
-        // SAFETY: the chain lives across the call (the provider copies it);
-        // the Cqe, SGE memory and MRs outlive completion (module docs).
+        // SAFETY: the chain lives across the call (the provider copies it,
+        // and an inline payload, borrowed for the call, with it); the Cqe,
+        // SGE memory and MRs outlive completion (module docs).
         kernel::error::to_result(unsafe { b::iser_rs_post_send(self.as_ptr(), next) })
     }
 
