@@ -142,6 +142,9 @@ def main():
           + (" [QUICK]" if meta.get("quick") else "") + (" [PARTIAL]" if meta.get("partial") else ""))
     if host.get("git"):
         print(f"module: git {host['git']}, iser_rs.ko sha256 {host.get('iser_rs_ko_sha256', '?')}...")
+    if host.get("clock") == "icount":
+        print("clock: QEMU -icount shift=0,sleep=off: a guest second is 10^9 emulated instructions, "
+              "so IOPS are I/Os per 10^9 instructions of the whole guest (CPU cost, not user-visible speed)")
     print("cells: median (min-max) over the reps; ratios of medians")
     if host.get("other_vms_max", 0) > 0:
         print(f"WARNING: {host['other_vms_max']} other QEMU VM(s) ran on the host during the bench: "
@@ -255,15 +258,18 @@ def main():
     axes[-1].set_xticks(list(xs))
     axes[-1].set_xticklabels(points, rotation=35, ha="right", fontsize=8)
     handles, names = axes[0].get_legend_handles_labels()
+    icount = host.get("clock") == "icount"  # a third title line
     fig.legend(handles, names, ncol=len(inits), fontsize=8, loc="upper center",
-               bbox_to_anchor=(0.5, 0.955), frameon=False)
+               bbox_to_anchor=(0.5, 0.94 if icount else 0.955), frameon=False)
     reps_s = f"{meta.get('reps', '?')} rep(s) x {meta.get('runtime_s', '?')} s"
     fig.suptitle(
         "iser-rs fio benchmark" + (" (QUICK)" if meta.get("quick") else "") + "\n"
         f"QEMU/TCG {meta.get('cpus', '?')} vCPUs, rxe on veth, LIO on null_blk, "
-        f"kernel {meta.get('kernel', '?')}; {reps_s}; bars: median, whiskers: min/max",
+        f"kernel {meta.get('kernel', '?')}; {reps_s}; bars: median, whiskers: min/max"
+        + ("\nclock: instruction count (-icount): IOPS = I/Os per 10^9 guest instructions"
+           if host.get("clock") == "icount" else ""),
         fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    fig.tight_layout(rect=(0, 0, 1, 0.925 if icount else 0.94))
     fig.savefig(outdir / "results.png", dpi=120)
     return 1 if missing else 0
 

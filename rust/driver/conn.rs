@@ -223,7 +223,7 @@ impl IserConn {
 
     /// ROUTE_RESOLVED: PD, CQ, QP, MRs and buffers; then connect.
     fn setup(&self, id: CmIdRef) -> Result {
-        let dev = id.device().ok_or(ENOTCONN())?;
+        let dev = id.device().ok_or_else(ENOTCONN)?;
         let pd = Pd::get(dev)?;
         let cq = Cq::from_pool(dev, MAX_SEND_WR + MAX_RECV_WR, -1)?;
         // Header-only command PDUs go inline where the device allows it
@@ -301,7 +301,7 @@ impl IserConn {
 
     /// Posts the login receive buffer (before each login request).
     pub(crate) fn post_login_rx(&self) -> Result {
-        let res = self.res.get().ok_or(ENOTCONN())?;
+        let res = self.res.get().ok_or_else(ENOTCONN)?;
         res.qp
             .post_recv(res.login_rx.cqe(), &res.login_rx.buf, res.lkey)
     }
@@ -313,7 +313,7 @@ impl IserConn {
         if self.ring_posted.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        let res = self.res.get().ok_or(ENOTCONN())?;
+        let res = self.res.get().ok_or_else(ENOTCONN)?;
         for d in res.rx.iter() {
             res.qp.post_recv(d.cqe(), &d.buf, res.lkey)?;
         }

@@ -21,8 +21,8 @@ use crate::sys::errno::{ENOBUFS, ENOTCONN};
 use crate::sys::iscsi::{Conn, Dir, Task, TaskKind, BHS_LEN};
 use crate::sys::pool::IndexPool;
 use crate::sys::verbs::{
-    CqeHandler, Device, DmaSlots, SendPayload, MappedSg, Mr, Pd, RegReq, RemoteAccess, Sge, SlotToken, Wc,
-    WithCqe,
+    CqeHandler, Device, DmaSlots, MappedSg, Mr, Pd, RegReq, RemoteAccess, SendPayload, Sge,
+    SlotToken, Wc, WithCqe,
 };
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::error::code::EINVAL;
@@ -515,7 +515,7 @@ pub(crate) fn init(_conn: &IserConn, _task: Task<'_, IserTask>) -> Result {
 /// command; a refused management PDU fails to its sender. Nothing here
 /// waits for a completion to kick a retry.
 pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
-    let res = conn.resources().ok_or(ENOTCONN())?;
+    let res = conn.resources().ok_or_else(ENOTCONN)?;
     if task.kind() == TaskKind::Mgmt {
         return xmit_mgmt(conn, task);
     }
@@ -532,7 +532,7 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     let local = if cmd_sent {
         task.data().and_then(|d| d.local_data)
     } else {
-        let slot = rsv.take().ok_or(ENOBUFS())?;
+        let slot = rsv.take().ok_or_else(ENOBUFS)?;
         send_command(conn, &mut task, slot)?
     };
     if unsol_pdus == 0 {
@@ -559,7 +559,10 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
             length: len,
             lkey,
         };
-        if let Err(e) = res.tx.post(res.qp, &[], &[], slot, SendPayload::Sges(&[h, data]), false) {
+        if let Err(e) = res
+            .tx
+            .post(res.qp, &[], &[], slot, SendPayload::Sges(&[h, data]), false)
+        {
             conn.counters.post_error();
             conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
             return Err(e);
@@ -578,7 +581,7 @@ fn send_command(
     task: &mut Task<'_, IserTask>,
     slot: SlotToken,
 ) -> Result<Option<(u64, u32)>> {
-    let res = conn.resources().ok_or(ENOTCONN())?;
+    let res = conn.resources().ok_or_else(ENOTCONN)?;
     let (dir, len, _, _) = task.scsi_data();
     let unsol = task.unsol_len();
     let mut read = None;
@@ -666,7 +669,7 @@ fn post_command(
     inv: Option<u32>,
     reg: Option<(u16, RemoteAccess)>,
 ) -> Result<Option<(u64, u32)>> {
-    let res = conn.resources().ok_or(ENOTCONN())?;
+    let res = conn.resources().ok_or_else(ENOTCONN)?;
     let (dir, len, _, _) = task.scsi_data();
     let imm = task.imm_count();
     let hdr_len = task.hdr_len().min(BHS_LEN);
@@ -730,7 +733,7 @@ fn post_command(
 
 /// Management PDUs: login, NOP-Out, Text, TMF, Logout.
 fn xmit_mgmt(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
-    let res = conn.resources().ok_or(ENOTCONN())?;
+    let res = conn.resources().ok_or_else(ENOTCONN)?;
     let iscsi = task.conn();
     let hdr_len = task.hdr_len().min(BHS_LEN);
     let mut iser = [0u8; proto::iser_hdr::ISER_HDR_LEN];
@@ -743,7 +746,9 @@ fn xmit_mgmt(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     };
     if !is_login && data_len == 0 {
         let h = fill_hdr(&res.tx.slots, &mut slot, &iser, &bhs[..hdr_len], res.lkey);
-        return res.tx.post(res.qp, &[], &[], slot, SendPayload::Sges(&[h]), true);
+        return res
+            .tx
+            .post(res.qp, &[], &[], slot, SendPayload::Sges(&[h]), true);
     }
     // Login, and any management PDU with data, go through the login send
     // buffer: header and data in one SGE (at most 8 KiB of data, the login
@@ -776,7 +781,10 @@ fn xmit_mgmt(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     }
     let idx = slot.index();
     conn.login_tx_posted(idx);
-    if let Err(e) = res.tx.post(res.qp, &[], &[], slot, SendPayload::Sges(&[sge]), true) {
+    if let Err(e) = res
+        .tx
+        .post(res.qp, &[], &[], slot, SendPayload::Sges(&[sge]), true)
+    {
         conn.login_tx_done(idx);
         res.login_tx.release(ltok);
         return Err(e);

@@ -38,7 +38,7 @@ impl TransportOps for IserTransport {
     }
 
     fn session_limits(ep: &IserConn, cmds_max: u16) -> Result<HostLimits> {
-        let res = ep.resources().ok_or(ENOTCONN())?;
+        let res = ep.resources().ok_or_else(ENOTCONN)?;
         let sg = task::sg_tablesize();
         Ok(HostLimits {
             can_queue: cmds_max.min(CMDS_MAX as u16),
@@ -51,7 +51,7 @@ impl TransportOps for IserTransport {
     }
 
     fn bind(ep: &IserConn, conn: Conn, _cmds_max: u16) -> Result {
-        ep.resources().ok_or(ENOTCONN())?;
+        ep.resources().ok_or_else(ENOTCONN)?;
         ep.iscsi.set(conn);
         Ok(())
     }
