@@ -266,6 +266,23 @@ slab_kb() {
     sed -n 's/^SUnreclaim: *\([0-9]*\) kB/\1/p' /proc/meminfo
 }
 
+# slab_settled_kb [SECS [BELOW_KB]]: the lowest slab_kb over SECS (10) one-second
+# samples, ending early once a sample is at or below BELOW_KB. Freed objects
+# reach the slab allocator late (RCU callbacks, deferred work after a logout:
+# measured here, a few hundred kB for about 3 s after the last cycle, and one
+# CI run 2.5 MB), so one immediate sample cannot tell a leak from objects in
+# flight; a leak never comes back down, whatever the wait.
+slab_settled_kb() {
+    local secs=${1:-10} below=${2:-0} min= v i
+    for ((i = 0; i < secs; i++)); do
+        v=$(slab_kb)
+        { [ -z "$min" ] || [ "$v" -lt "$min" ]; } && min=$v
+        [ "$min" -le "$below" ] && break
+        sleep 1
+    done
+    echo "$min"
+}
+
 # kmsg_watch_start / kmsg_watch_check: follow the kernel log from now on into
 # a file and, at the end, fail on any report in it. Long cases use this next
 # to the runner's check because they can wrap the kernel's log buffer.

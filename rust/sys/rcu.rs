@@ -76,10 +76,11 @@ impl<T> RcuSlot<T> {
         unsafe { b::iser_rs_rcu_read_lock() };
         match NonNull::new(self.ptr.load(Ordering::Acquire)) {
             Some(p) => {
-                // SAFETY: a published pointer stays valid until `revoke`
-                // has seen every read-side section that could have loaded
-                // it end (synchronize_rcu), and this section lasts as long
-                // as the guard, which borrows `self`.
+                // A published pointer stays valid until `revoke`'s
+                // synchronize_rcu has waited out every read-side section
+                // that could have loaded it; this one lasts as long as the
+                // guard, which borrows `self`.
+                // SAFETY: `p` was published and this RCU section holds it.
                 let val = unsafe { p.as_ref() };
                 Some(RcuGuard { val })
             }

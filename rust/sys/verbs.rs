@@ -683,11 +683,12 @@ impl<T: CqeHandler> core::ops::Deref for WithCqe<T> {
 /// [`Cqe`] of a live [`WithCqe<T>`] (the only maker of a Cqe sets this
 /// trampoline with its own `T`).
 unsafe extern "C" fn cqe_done_trampoline<T: CqeHandler>(_cq: *mut b::ib_cq, wc: *mut b::ib_wc) {
-    // SAFETY: ib_core passes a valid WC whose `wr_cqe` is a Cqe we posted;
-    // it is the first field of a `#[repr(C)]` `WithCqe<T>` (the trampoline
-    // and `T` were chosen together in `WithCqe::new`), alive until the WR
+    // ib_core passes a valid WC whose `wr_cqe` is a Cqe we posted; it is
+    // the first field of a `#[repr(C)]` `WithCqe<T>` (the trampoline and
+    // `T` were chosen together in `WithCqe::new`), alive until the WR
     // completed, and its context outlives the WR (the owner drains the QP
     // before freeing either).
+    // SAFETY: `wc` and its `wr_cqe` are valid as explained just above.
     unsafe {
         let wc = &*wc;
         let cqe = wc.__bindgen_anon_1.wr_cqe as *const Cqe;

@@ -4,9 +4,13 @@
 # re-created when its QP1 did not survive, see rxe_qp1_dead) and the LIO
 # portal group (disabled 1 s). Every flap costs the connection and is
 # survived: the session is logged in after each, verify is clean, and the
-# live connection/QP/MR/CQ counts are the same after the flaps as before.
+# live connection/QP/MR/CQ counts are the same after the flaps as before;
+# unreclaimable slab, settled (slab_settled_kb), is back within SLAB_SLACK_KB
+# (1024) of its level before fio (not judged under KASAN, whose quarantine
+# holds freed objects); on a kmemleak kernel a scan at the end is clean.
 . "$(dirname "$0")/../lib.sh"
 flaps=${FLAPS:-20}
+slab_slack_kb=${SLAB_SLACK_KB:-1024}
 t=$CFG/target/iscsi/$TGT_IQN/tpgt_1
 trap 'veth0_up; echo 1 > $t/enable; rdma link show rxe0/1 >/dev/null 2>&1 || rdma link add rxe0 type rxe netdev veth0; rxe_qp1_dead rxe0 && rxe_recreate rxe0 veth0; case_cleanup' EXIT
 setup_rdma rxe
@@ -18,6 +22,7 @@ login_node $TGT_IP4:$TGT_PORT node.session.timeo.replacement_timeout=120 $FAST_N
 disk=$(wait_disks | head -1) || die "no disk"
 counts0=$(live_counts)
 c0=$(iser_connects)
+slab0=$(slab_settled_kb 10)
 fio_loop_start "$disk" --rw=randwrite --bs=8k --iodepth=16 --size=8M
 longest=0 recreated=0 t_start=$(now_ms)
 for ((f = 1; f <= flaps; f++)); do
@@ -46,9 +51,17 @@ fio_loop_stop || die "fio verify across the flaps (flap $f)"
 r=$FIO_LOOP_RESULT
 reconnects=$(( $(iser_connects) - c0 ))
 counts1=$(live_counts)
+slab1=$(slab_settled_kb 30 $((slab0 + slab_slack_kb)))
 log "$flaps flaps ($((flaps - flaps / 2)) link, $((flaps / 2)) portal) survived in $(( ($(now_ms) - t_start) / 1000 )) s under fio: $reconnects reconnects ($recreated needed rxe0 re-created), $r (passes, I/Os verified), longest reconnect ${longest} ms"
 [ "$reconnects" -ge "$flaps" ] || die "expected >= $flaps reconnects, saw $reconnects"
 [ "$counts1" = "$counts0" ] || die "live counts changed across the flaps: $counts0 -> $counts1"
+log "unreclaimable slab: $slab0 kB before fio, $slab1 kB after the flaps, settled (delta $((slab1 - slab0)) kB, allowed $slab_slack_kb)"
+if [ "${DEBUG:-0}" = 1 ] || dmesg | grep -q "KernelAddressSanitizer initialized"; then
+    log "KASAN kernel: slab delta not judged (freed objects sit in KASAN's quarantine); kmemleak below is"
+else
+    [ $((slab1 - slab0)) -le "$slab_slack_kb" ] || die "unreclaimable slab grew by $((slab1 - slab0)) kB across $flaps flaps"
+fi
 logout_all
 wait_live_zero || die "live objects after logout: $(live_counts)"
+kmemleak_check || die "kmemleak reports after $flaps flaps"
 kmsg_watch_check || die "kernel report"
