@@ -305,16 +305,18 @@ mod tests {
     const W: u32 = 0x200;
 
     fn sent(r: Option<u32>, w: Option<u32>, rinv: bool) -> TaskStags {
-        let mut t = TaskStags::new(r, w, rinv).unwrap();
-        t.advertise().unwrap();
+        let mut t = TaskStags::new(r, w, rinv).expect("valid STags for a fresh task");
+        t.advertise().expect("a registered task advertises once");
         t
     }
 
     fn drain(t: &mut TaskStags) {
         for s in t.stags_to_invalidate_locally().as_slice() {
-            t.local_invalidate_posted(*s).unwrap();
+            t.local_invalidate_posted(*s)
+                .expect("the STag was just listed for local invalidation");
             assert!(!t.completable());
-            t.local_invalidate_completed(*s).unwrap();
+            t.local_invalidate_completed(*s)
+                .expect("its local invalidation was posted");
         }
     }
 
@@ -323,7 +325,9 @@ mod tests {
     #[test]
     fn iser_7_3_2_bidi_sendinv_read_then_write_local() {
         let mut t = sent(Some(R), Some(W), true);
-        let l = t.on_response(Some(R)).unwrap();
+        let l = t
+            .on_response(Some(R))
+            .expect("this response is valid for the task in this test");
         assert_eq!(l.as_slice(), &[W]);
         assert!(!t.completable());
         drain(&mut t);
@@ -335,10 +339,16 @@ mod tests {
     #[test]
     fn iser_7_3_2_single_stag_remote() {
         let mut t = sent(Some(R), None, true);
-        assert!(t.on_response(Some(R)).unwrap().is_empty());
+        assert!(t
+            .on_response(Some(R))
+            .expect("this response is valid for the task in this test")
+            .is_empty());
         assert!(t.completable());
         let mut t = sent(None, Some(W), true);
-        assert!(t.on_response(Some(W)).unwrap().is_empty());
+        assert!(t
+            .on_response(Some(W))
+            .expect("this response is valid for the task in this test")
+            .is_empty());
         assert!(t.completable());
     }
 
@@ -346,7 +356,12 @@ mod tests {
     #[test]
     fn iser_7_3_2_no_remote_inv_both_local() {
         let mut t = sent(Some(R), Some(W), false);
-        assert_eq!(t.on_response(None).unwrap().as_slice(), &[R, W]);
+        assert_eq!(
+            t.on_response(None)
+                .expect("this response is valid for the task in this test")
+                .as_slice(),
+            &[R, W]
+        );
         drain(&mut t);
         assert!(t.completable());
         let mut t = sent(Some(R), None, false);
@@ -361,7 +376,12 @@ mod tests {
     #[test]
     fn iser_7_3_2_sendse_with_remote_inv_negotiated() {
         let mut t = sent(Some(R), None, true);
-        assert_eq!(t.on_response(None).unwrap().as_slice(), &[R]);
+        assert_eq!(
+            t.on_response(None)
+                .expect("this response is valid for the task in this test")
+                .as_slice(),
+            &[R]
+        );
         assert!(!t.completable());
         drain(&mut t);
         assert!(t.completable());
@@ -372,7 +392,10 @@ mod tests {
     fn iser_7_3_2_no_stags() {
         let mut t = sent(None, None, true);
         assert!(!t.completable());
-        assert!(t.on_response(None).unwrap().is_empty());
+        assert!(t
+            .on_response(None)
+            .expect("this response is valid for the task in this test")
+            .is_empty());
         assert!(t.completable());
     }
 
@@ -387,13 +410,15 @@ mod tests {
             Err(ProtoError::UnknownStag(0x999))
         );
         assert_eq!(t, before);
-        t.local_invalidate_posted(W).unwrap();
+        t.local_invalidate_posted(W)
+            .expect("the STag was just listed for local invalidation");
         assert_eq!(t.on_response(Some(W)), Err(ProtoError::StagNotValid(W)));
         assert_eq!(
             t.local_invalidate_posted(W),
             Err(ProtoError::StagNotValid(W))
         );
-        t.local_invalidate_completed(W).unwrap();
+        t.local_invalidate_completed(W)
+            .expect("its local invalidation was posted");
         assert_eq!(
             t.local_invalidate_completed(W),
             Err(ProtoError::StagNotValid(W))
@@ -406,7 +431,8 @@ mod tests {
             t.local_invalidate_posted(7),
             Err(ProtoError::UnknownStag(7))
         );
-        t.on_response(Some(R)).unwrap();
+        t.on_response(Some(R))
+            .expect("this response is valid for the task in this test");
         assert!(t.completable());
         assert_eq!(t.on_response(None), Err(ProtoError::TaskState));
         assert_eq!(
@@ -418,9 +444,9 @@ mod tests {
     /// Order: response before advertise, or double advertise, are errors.
     #[test]
     fn iser_7_3_1_advertise_before_response() {
-        let mut t = TaskStags::new(Some(R), None, true).unwrap();
+        let mut t = TaskStags::new(Some(R), None, true).expect("valid STags for a fresh task");
         assert_eq!(t.on_response(None), Err(ProtoError::TaskState));
-        t.advertise().unwrap();
+        t.advertise().expect("a registered task advertises once");
         assert_eq!(t.advertise(), Err(ProtoError::TaskState));
         assert_eq!(
             TaskStags::new(Some(R), Some(R), true),
@@ -439,13 +465,17 @@ mod tests {
         );
         drain(&mut t);
         assert!(!t.completable());
-        t.task_reassign(Some(0x101), None).unwrap();
+        t.task_reassign(Some(0x101), None)
+            .expect("TASK REASSIGN of an advertised task is valid");
         assert_eq!(t.read().map(|s| s.state), Some(StagState::Registered));
         assert_eq!(t.write(), None);
         assert_eq!(t.on_response(None), Err(ProtoError::TaskState));
-        t.advertise().unwrap();
+        t.advertise().expect("a registered task advertises once");
         assert_eq!(t.on_response(Some(R)), Err(ProtoError::UnknownStag(R)));
-        assert!(t.on_response(Some(0x101)).unwrap().is_empty());
+        assert!(t
+            .on_response(Some(0x101))
+            .expect("this response is valid for the task in this test")
+            .is_empty());
         assert!(t.completable());
         assert_eq!(t.task_reassign(None, None), Err(ProtoError::TaskState));
     }
