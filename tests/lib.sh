@@ -283,6 +283,18 @@ slab_settled_kb() {
     echo "$min"
 }
 
+# slab_growth_check BEFORE_KB AFTER_KB SLACK_KB WHAT: fails when slab grew by
+# more than SLACK_KB over WHAT. Not judged under KASAN, whose quarantine (up
+# to 1/32 of memory) holds freed objects: there kmemleak's scan is the judge.
+slab_growth_check() {
+    local before=$1 after=$2 slack=$3 what=$4
+    if [ "${DEBUG:-0}" = 1 ] || dmesg | grep -q "KernelAddressSanitizer initialized"; then
+        log "KASAN kernel: slab delta not judged (freed objects sit in KASAN's quarantine); kmemleak is"
+        return 0
+    fi
+    [ $((after - before)) -le "$slack" ] || die "unreclaimable slab grew by $((after - before)) kB $what"
+}
+
 # kmsg_watch_start / kmsg_watch_check: follow the kernel log from now on into
 # a file and, at the end, fail on any report in it. Long cases use this next
 # to the runner's check because they can wrap the kernel's log buffer.

@@ -47,10 +47,4 @@ iscsiadm -m node -o delete >/dev/null 2>&1
 rmmod iser_rs || die "rmmod iser_rs after the cycles"
 kmemleak_check || die "kmemleak reports after $cycles cycles"
 kmsg_watch_check || die "kernel report during the cycles"
-# KASAN keeps freed objects in quarantine (up to 1/32 of memory): slab grows
-# there without a leak, so on that kernel kmemleak's scan is the judge.
-if [ "${DEBUG:-0}" = 1 ] || dmesg | grep -q "KernelAddressSanitizer initialized"; then
-    log "KASAN kernel: slab delta not judged (freed objects sit in KASAN's quarantine); kmemleak above is"
-else
-    [ $((slab1 - slab0)) -le "$slab_slack_kb" ] || die "unreclaimable slab grew by $((slab1 - slab0)) kB over $cycles cycles"
-fi
+slab_growth_check "$slab0" "$slab1" "$slab_slack_kb" "over $cycles cycles"

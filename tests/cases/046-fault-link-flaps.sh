@@ -56,11 +56,7 @@ log "$flaps flaps ($((flaps - flaps / 2)) link, $((flaps / 2)) portal) survived 
 [ "$reconnects" -ge "$flaps" ] || die "expected >= $flaps reconnects, saw $reconnects"
 [ "$counts1" = "$counts0" ] || die "live counts changed across the flaps: $counts0 -> $counts1"
 log "unreclaimable slab: $slab0 kB before fio, $slab1 kB after the flaps, settled (delta $((slab1 - slab0)) kB, allowed $slab_slack_kb)"
-if [ "${DEBUG:-0}" = 1 ] || dmesg | grep -q "KernelAddressSanitizer initialized"; then
-    log "KASAN kernel: slab delta not judged (freed objects sit in KASAN's quarantine); kmemleak below is"
-else
-    [ $((slab1 - slab0)) -le "$slab_slack_kb" ] || die "unreclaimable slab grew by $((slab1 - slab0)) kB across $flaps flaps"
-fi
+slab_growth_check "$slab0" "$slab1" "$slab_slack_kb" "across $flaps flaps"
 logout_all
 wait_live_zero || die "live objects after logout: $(live_counts)"
 kmemleak_check || die "kmemleak reports after $flaps flaps"
