@@ -833,26 +833,30 @@ pub(crate) fn set_custom_stat(stats: &mut b::iscsi_stats, i: usize, name: &str, 
     }
 }
 
+/// Runs a task operation (`init_task`, `xmit_task`) for libiscsi: finds
+/// the endpoint of the task's connection and maps the result to an errno.
+///
 /// # Safety
-/// Only called by scsi_transport_iscsi/libiscsi through the transport
-/// table, with object pointers that are live for the call and belong to
-/// this transport (the `iscsi_transport` callback contract).
-unsafe extern "C" fn init_task_tr<T: TransportOps>(task: *mut b::iscsi_task) -> i32 {
-    // SAFETY: libiscsi passes a live task of a bound connection.
-    unsafe {
-        let Some(ep) = conn_ep::<T>((*task).conn) else {
-            return ENOTCONN().to_errno();
-        };
-        match T::init_task(
-            ep,
-            Task {
-                raw: NonNull::new_unchecked(task),
-                _p: core::marker::PhantomData,
-            },
-        ) {
-            Ok(()) => 0,
-            Err(e) => e.to_errno(),
-        }
+/// `task` is a live task of a connection of this transport, as libiscsi
+/// passes it to a transport callback, and stays live for the call.
+unsafe fn task_op<T: TransportOps>(
+    task: *mut b::iscsi_task,
+    op: fn(&T::Ep, Task<'_, T::TaskData>) -> Result,
+) -> i32 {
+    // SAFETY: the caller guarantees `task` is live (so is its `conn`, which
+    // libiscsi holds for the task's lifetime), and non-null.
+    let (conn, raw) = unsafe { ((*task).conn, NonNull::new_unchecked(task)) };
+    // SAFETY: `conn` belongs to this transport (caller's contract).
+    let Some(ep) = (unsafe { conn_ep::<T>(conn) }) else {
+        return ENOTCONN().to_errno();
+    };
+    let t = Task {
+        raw,
+        _p: core::marker::PhantomData,
+    };
+    match op(ep, t) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
     }
 }
 
@@ -860,23 +864,17 @@ unsafe extern "C" fn init_task_tr<T: TransportOps>(task: *mut b::iscsi_task) -> 
 /// Only called by scsi_transport_iscsi/libiscsi through the transport
 /// table, with object pointers that are live for the call and belong to
 /// this transport (the `iscsi_transport` callback contract).
+unsafe extern "C" fn init_task_tr<T: TransportOps>(task: *mut b::iscsi_task) -> i32 {
+    // SAFETY: libiscsi passes a live task of a bound connection of this
+    // transport (the function's contract is `task_op`'s).
+    unsafe { task_op::<T>(task, T::init_task) }
+}
+
+/// # Safety
+/// As `init_task_tr`.
 unsafe extern "C" fn xmit_task_tr<T: TransportOps>(task: *mut b::iscsi_task) -> i32 {
     // SAFETY: as in `init_task_tr`.
-    unsafe {
-        let Some(ep) = conn_ep::<T>((*task).conn) else {
-            return ENOTCONN().to_errno();
-        };
-        match T::xmit_task(
-            ep,
-            Task {
-                raw: NonNull::new_unchecked(task),
-                _p: core::marker::PhantomData,
-            },
-        ) {
-            Ok(()) => 0,
-            Err(e) => e.to_errno(),
-        }
-    }
+    unsafe { task_op::<T>(task, T::xmit_task) }
 }
 
 /// # Safety
@@ -884,7 +882,8 @@ unsafe extern "C" fn xmit_task_tr<T: TransportOps>(task: *mut b::iscsi_task) -> 
 /// table, with object pointers that are live for the call and belong to
 /// this transport (the `iscsi_transport` callback contract).
 unsafe extern "C" fn cleanup_task_tr<T: TransportOps>(task: *mut b::iscsi_task) {
-    // SAFETY: as in `init_task_tr`; the endpoint may already be unbound.
+    // SAFETY: libiscsi passes a live task of a connection of this
+    // transport; the endpoint may already be unbound.
     unsafe {
         let ep = conn_ep::<T>((*task).conn);
         let mut t = Task::<T::TaskData> {
