@@ -123,7 +123,7 @@ impl Config {
         let mut args = args.peekable();
         let mut pos = Vec::new();
         let mut c = Config {
-            addr: "0.0.0.0:3260".parse().unwrap(),
+            addr: SocketAddr::from(([0, 0, 0, 0], 3260)),
             iqn: "iqn.2026-11.test.iser-rs:peer".into(),
             lun_mb: 64,
             mode: Mode::Polite,
