@@ -125,6 +125,10 @@ pub(crate) struct IserConn {
     drained: AtomicBool,
     /// A failure was reported (`conn_error`): receives are dropped.
     failed: AtomicBool,
+    /// A Logout Response arrived: the target's disconnect that follows is
+    /// the end of a logout (or of a discovery session), not a lost link,
+    /// and is logged as such.
+    logged_out: AtomicBool,
     /// The send slot whose Send uses the login buffer (u32::MAX: none).
     login_tx_user: AtomicU32,
     /// Source of command cookies (see `IserTask::cookie`); 0 is never used.
@@ -147,6 +151,7 @@ impl IserConn {
                 ring_posted: AtomicBool::new(false),
                 drained: AtomicBool::new(false),
                 failed: AtomicBool::new(false),
+                logged_out: AtomicBool::new(false),
                 login_tx_user: AtomicU32::new(u32::MAX),
                 cookies: AtomicU64::new(0),
                 counters: Counters::new(),
@@ -409,6 +414,9 @@ impl IserConn {
         if pdu.opcode == proto::bhs::OP_LOGIN_RSP || pdu.opcode == proto::bhs::OP_TEXT_RSP {
             self.login_tx_answered();
         }
+        if pdu.opcode == proto::bhs::OP_LOGOUT_RSP {
+            self.logged_out.store(true, Ordering::Release);
+        }
         if pdu.opcode == proto::bhs::OP_SCSI_RSP {
             self.counters.response();
             match super::task::on_scsi_response(self, conn, &pdu, inv, desc.index, wc.byte_len()) {
@@ -607,7 +615,11 @@ impl CmHandler for IserConn {
                 self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
             }
             CmEventKind::Disconnected | CmEventKind::AddrChange => {
-                pr_info!("connection lost ({:?})\n", ev.kind);
+                if self.logged_out.load(Ordering::Acquire) {
+                    pr_info!("disconnected after logout\n");
+                } else {
+                    pr_warn!("connection lost ({:?})\n", ev.kind);
+                }
                 if self.state() == State::Connecting {
                     self.fail(EIO);
                 } else {
