@@ -25,6 +25,7 @@ fn main() {
         .generate_comments(false)
         .generate()
         .expect("bindgen on <infiniband/verbs.h> and <rdma/rdma_cma.h> (libibverbs-dev, librdmacm-dev)");
-    let out = PathBuf::from(env::var("OUT_DIR").unwrap());
-    b.write_to_file(out.join("rdma.rs")).unwrap();
+    let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR for build scripts"));
+    b.write_to_file(out.join("rdma.rs"))
+        .expect("write the generated bindings into OUT_DIR");
 }

@@ -146,7 +146,8 @@ mod tests {
     /// iSER §7.3.1 / §6.4: non-final PDUs exactly TRDSL, last one <= TRDSL.
     #[test]
     fn iser_7_3_1_exact_segments() {
-        let p = plan_unsolicited(100_000, true, false, 65536, 8192).unwrap();
+        let p = plan_unsolicited(100_000, true, false, 65536, 8192)
+            .expect("valid inputs: lengths within the negotiated limits");
         assert_eq!(p.immediate_len, 8192);
         assert_eq!(p.unsolicited_len, 65536);
         assert_eq!(p.solicited_len, 100_000 - 65536);
@@ -164,7 +165,8 @@ mod tests {
     /// RFC 7143 §13.14: unsolicited <= FirstBurstLength and <= transfer.
     #[test]
     fn rfc7143_13_14_bounded_by_transfer() {
-        let p = plan_unsolicited(10_000, true, false, 65536, 4096).unwrap();
+        let p = plan_unsolicited(10_000, true, false, 65536, 4096)
+            .expect("valid inputs: lengths within the negotiated limits");
         assert_eq!(
             (p.immediate_len, p.unsolicited_len, p.solicited_len),
             (4096, 10_000, 0)
@@ -177,21 +179,25 @@ mod tests {
     /// ImmediateData=No -> Data-Out only; both off -> all solicited.
     #[test]
     fn rfc7143_13_10_13_11_modes() {
-        let p = plan_unsolicited(20_000, true, true, 65536, 8192).unwrap();
+        let p = plan_unsolicited(20_000, true, true, 65536, 8192)
+            .expect("valid inputs: lengths within the negotiated limits");
         assert_eq!((p.immediate_len, p.unsolicited_len), (8192, 8192));
         assert!(segs(&p).is_empty());
-        let p = plan_unsolicited(20_000, false, false, 16384, 8192).unwrap();
+        let p = plan_unsolicited(20_000, false, false, 16384, 8192)
+            .expect("valid inputs: lengths within the negotiated limits");
         assert_eq!(
             (p.immediate_len, p.unsolicited_len, p.solicited_len),
             (0, 16384, 3616)
         );
         assert_eq!(segs(&p), [(0, 8192, false), (8192, 8192, true)]);
-        let p = plan_unsolicited(20_000, false, true, 16384, 8192).unwrap();
+        let p = plan_unsolicited(20_000, false, true, 16384, 8192)
+            .expect("valid inputs: lengths within the negotiated limits");
         assert_eq!(
             (p.immediate_len, p.unsolicited_len, p.solicited_len),
             (0, 0, 20_000)
         );
-        let p = plan_unsolicited(0, true, false, 16384, 8192).unwrap();
+        let p = plan_unsolicited(0, true, false, 16384, 8192)
+            .expect("valid inputs: lengths within the negotiated limits");
         assert_eq!(
             (p.immediate_len, p.unsolicited_len, p.solicited_len),
             (0, 0, 0)
