@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * iser-rs C shim: module parameters and wrappers over static inline
- * functions and macros that bindgen cannot expose. No driver logic lives
- * here; every function is a one-line forward.
+ * functions and macros that bindgen cannot expose, plus the libiscsi
+ * bookkeeping a transport must do itself (the failure report from inside
+ * xmit_task and the unsolicited Data-Out accounting, kernel-doc at each).
  */
 #include <linux/module.h>
 #include <linux/moduleparam.h>
@@ -65,17 +66,11 @@ MODULE_PARM_DESC(live_qps, "Live queue pairs (read-only)");
 module_param_cb(live_mrs, &iser_rs_live_ops, &iser_rs_live[2], 0444);
 MODULE_PARM_DESC(live_mrs, "Live fast-registration MRs (read-only)");
 module_param_cb(live_pds, &iser_rs_live_ops, &iser_rs_live[3], 0444);
-MODULE_PARM_DESC(live_pds, "Live protection domains, one per RDMA device in use (read-only)");
+MODULE_PARM_DESC(live_pds, "Live protection domains, one per connection (read-only)");
 module_param_cb(live_cqs, &iser_rs_live_ops, &iser_rs_live[4], 0444);
 MODULE_PARM_DESC(live_cqs, "Live completion queues taken from the CQ pool (read-only)");
 module_param_cb(connects, &iser_rs_live_ops, &iser_rs_live[5], 0444);
 MODULE_PARM_DESC(connects, "RDMA connections established since the module was loaded (read-only)");
-
-/*
- * Guards the per-device PD registry (rust/sys/verbs.rs). Process context
- * only: connection setup in the CM handler and connection teardown.
- */
-static DEFINE_MUTEX(iser_rs_dev_mutex);
 
 /* BH-disabling spinlocks for rust/sys/bhlock.rs; one lockdep class. */
 spinlock_t *iser_rs_bh_lock_new(void)
@@ -130,8 +125,7 @@ void iser_rs_synchronize_rcu(void)
 /*
  * Serialises connection teardown steps (drain, QP destroy, freeing the
  * resources) between a CM handler (device removal) and ep_disconnect.
- * Process context; never held while waiting for a CM handler. Taken
- * before iser_rs_dev_mutex.
+ * Process context; never held while waiting for a CM handler.
  */
 static DEFINE_MUTEX(iser_rs_teardown_mutex);
 
@@ -143,16 +137,6 @@ void iser_rs_teardown_lock(void)
 void iser_rs_teardown_unlock(void)
 {
 	mutex_unlock(&iser_rs_teardown_mutex);
-}
-
-void iser_rs_dev_lock(void)
-{
-	mutex_lock(&iser_rs_dev_mutex);
-}
-
-void iser_rs_dev_unlock(void)
-{
-	mutex_unlock(&iser_rs_dev_mutex);
 }
 
 void iser_rs_live_add(int which, int delta)
@@ -303,4 +287,69 @@ struct device *iser_rs_device_dma_parent(struct ib_device *dev)
 u64 iser_rs_sg_dma_address(struct scatterlist *sg)
 {
 	return sg_dma_address(sg);
+}
+
+/**
+ * iser_rs_conn_failure_frwd_locked() - report a connection failure from
+ * inside xmit_task
+ * @conn: the libiscsi connection the task is being sent on
+ * @err: the iSCSI error to report to iscsid
+ *
+ * What iscsi_conn_failure() does, for a caller that already holds the
+ * session's frwd_lock: libiscsi calls ->xmit_task under it (queuecommand
+ * and __iscsi_conn_send_pdu on a host without an xmit workqueue), and
+ * iscsi_conn_failure() takes it again, which spins forever with BH off.
+ * Marks the session failed and the connection suspended as libiscsi's
+ * iscsi_set_conn_failed() does, then queues the error event (which takes
+ * only the class connection's own lock).
+ */
+void iser_rs_conn_failure_frwd_locked(struct iscsi_conn *conn, int err)
+{
+	struct iscsi_session *session = conn->session;
+
+	lockdep_assert_held(&session->frwd_lock);
+	if (session->state == ISCSI_STATE_FAILED)
+		return;
+	if (conn->stop_stage == 0)
+		session->state = ISCSI_STATE_FAILED;
+	set_bit(ISCSI_CONN_FLAG_SUSPEND_TX, &conn->flags);
+	set_bit(ISCSI_CONN_FLAG_SUSPEND_RX, &conn->flags);
+	iscsi_conn_error_event(conn->cls_conn, err);
+}
+
+/**
+ * iser_rs_task_unsol_data_out_posted() - account one posted unsolicited
+ * Data-Out
+ * @task: the command whose Data-Out iscsi_prep_data_out_pdu() just built
+ *
+ * iscsi_prep_data_out_pdu() sets r2t->data_count but leaves r2t->sent to
+ * the transport (iscsi_tcp and ib_iser add it once the PDU is queued);
+ * without this, iscsi_task_has_unsol_data() never turns false.
+ */
+void iser_rs_task_unsol_data_out_posted(struct iscsi_task *task)
+{
+	task->unsol_r2t.sent += task->unsol_r2t.data_count;
+}
+
+/**
+ * iser_rs_back_lock() - take the session's back_lock (BH off)
+ * @conn: a bound libiscsi connection
+ *
+ * libiscsi's task lookup (iscsi_itt_to_ctask) and cleanup_task run under
+ * it; the receive path holds it from the lookup to the last use of the
+ * task's transport data, so the error handler cannot clean the task up in
+ * between. Never held across a call into libiscsi.
+ */
+void iser_rs_back_lock(struct iscsi_conn *conn)
+{
+	spin_lock_bh(&conn->session->back_lock);
+}
+
+/**
+ * iser_rs_back_unlock() - release what iser_rs_back_lock() took
+ * @conn: the same connection
+ */
+void iser_rs_back_unlock(struct iscsi_conn *conn)
+{
+	spin_unlock_bh(&conn->session->back_lock);
 }

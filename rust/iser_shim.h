@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * iser-rs C shim: what Rust cannot reach through bindgen. Only thin
- * wrappers over static inline functions and macros, and the module
- * parameters (Rust module parameters arrive in 6.19). No logic.
+ * iser-rs C shim: what Rust cannot reach through bindgen: wrappers over
+ * static inline functions and macros, the module parameters (Rust module
+ * parameters arrive in 6.19), and two small pieces of libiscsi bookkeeping
+ * that libiscsi leaves to its transports (each documented at its
+ * definition in iser_shim.c).
  */
 #ifndef ISER_RS_SHIM_H
 #define ISER_RS_SHIM_H
@@ -47,7 +49,6 @@ u64 iser_rs_sg_dma_address(struct scatterlist *sg);
 int iser_rs_dma_map_sg(struct ib_device *dev, struct scatterlist *sg, int nents, int dir);
 void iser_rs_dma_unmap_sg(struct ib_device *dev, struct scatterlist *sg, int nents, int dir);
 struct ib_pd *iser_rs_alloc_pd(struct ib_device *dev);
-void iser_rs_dev_lock(void);
 void iser_rs_rcu_read_lock(void);
 void iser_rs_rcu_read_unlock(void);
 void iser_rs_synchronize_rcu(void);
@@ -58,7 +59,11 @@ void iser_rs_bh_lock_free(spinlock_t *lock);
 void iser_rs_spin_lock_bh(spinlock_t *lock);
 void iser_rs_spin_unlock_bh(spinlock_t *lock);
 unsigned int iser_rs_task_unsol_pdus_left(struct iscsi_task *task);
-void iser_rs_dev_unlock(void);
+void iser_rs_task_unsol_data_out_posted(struct iscsi_task *task);
+struct iscsi_conn;
+void iser_rs_conn_failure_frwd_locked(struct iscsi_conn *conn, int err);
+void iser_rs_back_lock(struct iscsi_conn *conn);
+void iser_rs_back_unlock(struct iscsi_conn *conn);
 void iser_rs_dealloc_pd(struct ib_pd *pd);
 void iser_rs_mr_bump_key(struct ib_mr *mr);
 int iser_rs_dereg_mr(struct ib_mr *mr);

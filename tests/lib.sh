@@ -608,3 +608,28 @@ peer_mode() {
 # both (tools/iser-peer/src/verbs.rs). Before that, siw answered the peer's
 # first SendInv with a TERMINATE and cases 050/062 skipped siw; they now
 # fail if it comes back.
+
+# target_unsolicited yes|no: LIO's first-burst keys for new sessions. "yes":
+# InitialR2T=No, ImmediateData=Yes, FirstBurstLength=262144 (open-iscsi's
+# own wish, so unsolicited Data-Out is negotiated); "no": LIO's defaults
+# back (InitialR2T=Yes, FirstBurstLength=65536), as every other case expects.
+target_unsolicited() {
+    local p=$CFG/target/iscsi/$TGT_IQN/tpgt_1/param
+    if [ "$1" = yes ]; then
+        echo No > $p/InitialR2T && echo Yes > $p/ImmediateData && echo 262144 > $p/FirstBurstLength
+    else
+        echo Yes > $p/InitialR2T && echo Yes > $p/ImmediateData && echo 65536 > $p/FirstBurstLength
+    fi
+}
+
+# session_stat NAME: the sum of iser_rs's counter NAME over all sessions
+# (iscsiadm -m session -s, custom statistics).
+session_stat() {
+    iscsiadm -m session -s 2>/dev/null | awk -v k="$1:" '$1 == k { s += $2 } END { print s + 0 }'
+}
+
+# session_param NAME: the negotiated value of iSCSI key NAME in the first
+# session (iscsiadm -m session -P3).
+session_param() {
+    iscsiadm -m session -P3 2>/dev/null | sed -n "s/^[[:space:]]*$1: *//p" | head -1
+}

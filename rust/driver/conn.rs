@@ -23,7 +23,7 @@
 //! CM id (waits for a running CM handler) and the connection.
 
 use super::counters::Counters;
-use super::task::{InvPool, MrPool, TxPool};
+use super::task::{InvPool, MrPool, TmfInFlight, TmfInvDesc, TxPool};
 use crate::proto;
 use crate::sys::cm::{CmEvent, CmEventKind, CmHandler, CmId, CmIdRef};
 use crate::sys::errno::{ECONNREFUSED, EHOSTUNREACH, ENOTCONN, ETIMEDOUT};
@@ -32,7 +32,7 @@ use crate::sys::rcu::{RcuGuard, RcuSlot};
 use crate::sys::verbs::{Cq, CqeHandler, Device, DmaBuf, DmaSlots, Pd, QpRef, Wc, WithCqe};
 use core::pin::Pin;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
-use kernel::error::code::{EIO, ENODEV};
+use kernel::error::code::{EBUSY, EIO, ENODEV};
 use kernel::prelude::*;
 
 /// Commands in flight per connection: the session's `can_queue` is
@@ -47,11 +47,14 @@ pub(crate) const MGMT_MAX: u32 = 16;
 pub(crate) const DATAOUT_MAX: u32 = CMDS_MAX * 32;
 /// Send queue: per command a Send plus at most 2 registrations and 2 local
 /// invalidations (bidirectional), the Data-Out pool, the management PDUs,
-/// and the unsignaled Sends whose entries free only with the next signaled
+/// the invalidations of a successful TMF, and the unsignaled Sends whose entries free only with the next signaled
 /// completion (fewer than `SIGNAL_EVERY`; their header slots are counted
 /// in the pool, this is the margin for their entries).
 pub(crate) const MAX_SEND_WR: u32 =
-    CMDS_MAX * 5 + DATAOUT_MAX + MGMT_MAX + super::task::SIGNAL_EVERY as u32;
+    CMDS_MAX * 5 + DATAOUT_MAX + MGMT_MAX + super::task::SIGNAL_EVERY as u32 + TMF_INV_MAX;
+/// LOCAL_INVs a successful TMF Response may wait for: a target reset
+/// covers every MR of the pool (two per command).
+pub(crate) const TMF_INV_MAX: u32 = 2 * CMDS_MAX;
 /// Receive queue: one buffer per command response, per unsolicited target
 /// PDU we allow in flight (NOP-In, Async, Reject: MGMT_MAX), plus the login
 /// buffer.
@@ -67,6 +70,8 @@ pub(crate) const RX_BUF_LEN: usize = proto::bhs::ISER_HEADERS_LEN + 16 + RX_DATA
 /// PDU without immediate data (a SCSI Read's, a Write's whose data all
 /// goes by RDMA Read).
 pub(crate) const INLINE_LEN: u32 = proto::bhs::ISER_HEADERS_LEN as u32;
+/// Words of the orphaned-receive bitmap: one bit per ring entry.
+const ORPHAN_WORDS: usize = (RX_RING as usize).div_ceil(64);
 /// Address and route resolution timeouts (ms), as ib_iser.
 const RESOLVE_TIMEOUT_MS: u32 = 1000;
 
@@ -89,6 +94,8 @@ pub(crate) struct Resources {
     pub(crate) mrs: MrPool,
     pub(crate) tx: TxPool,
     pub(crate) invs: InvPool,
+    /// Completion handle of the invalidations a TMF Response waits for.
+    pub(crate) tmf_inv: KBox<WithCqe<TmfInvDesc>>,
     login_rx: KBox<WithCqe<RxDesc>>,
     pub(crate) login_tx: DmaSlots,
     rx: KVec<KBox<WithCqe<RxDesc>>>,
@@ -133,6 +140,11 @@ pub(crate) struct IserConn {
     login_tx_user: AtomicU32,
     /// Source of command cookies (see `IserTask::cookie`); 0 is never used.
     cookies: AtomicU64,
+    /// The TMF request on the wire (see `task::on_tmf_response`).
+    pub(crate) tmf: TmfInFlight,
+    /// Receive ring entries whose held response was dropped with its
+    /// command (`orphan_rx`): reposted by the receive path.
+    orphans: [AtomicU64; ORPHAN_WORDS],
     pub(crate) counters: Counters,
 }
 
@@ -154,6 +166,8 @@ impl IserConn {
                 logged_out: AtomicBool::new(false),
                 login_tx_user: AtomicU32::new(u32::MAX),
                 cookies: AtomicU64::new(0),
+                tmf: TmfInFlight::new(),
+                orphans: [const { AtomicU64::new(0) }; ORPHAN_WORDS],
                 counters: Counters::new(),
             },
             GFP_KERNEL,
@@ -220,31 +234,38 @@ impl IserConn {
         }
     }
 
+    /// `conn_error` from inside `xmit_task` (libiscsi holds the session's
+    /// frwd_lock there, which `conn_error` would take again).
+    pub(crate) fn fail_in_xmit<D>(&self, task: &crate::sys::iscsi::Task<'_, D>, err: IscsiErr) {
+        self.failed.store(true, Ordering::Release);
+        task.fail_conn_in_xmit(err);
+    }
+
     pub(crate) fn proto_error(&self, e: proto::ProtoError) {
         self.counters.proto_error();
         pr_warn!("protocol error from target: {:?}\n", e);
         self.conn_error(e.iscsi_err().code() as IscsiErr);
     }
 
-    /// ROUTE_RESOLVED: PD, CQ, QP, MRs and buffers; then connect.
+    /// ROUTE_RESOLVED: PD, CQ, MRs and buffers, the QP last; then connect.
+    ///
+    /// Every fallible step comes before the QP: once `create_qp` has
+    /// succeeded only infallible steps follow, so an allocation failure
+    /// never drops the PD, CQ or MRs under a live QP (locals drop in
+    /// reverse order, and nothing here outlives them on error).
     fn setup(&self, id: CmIdRef) -> Result {
+        if self.res.get().is_some() {
+            // One ROUTE_RESOLVED per id; `res.set` below cannot fail then.
+            return Err(EBUSY);
+        }
         let dev = id.device().ok_or_else(ENOTCONN)?;
-        let pd = Pd::get(dev)?;
+        let pd = Pd::new(dev)?;
         let cq = Cq::from_pool(dev, MAX_SEND_WR + MAX_RECV_WR, -1)?;
-        // Header-only command PDUs go inline where the device allows it
-        // (rxe: 400 bytes, siw: 80, most HCAs more): asked for first, and
-        // without it if the device refuses.
-        let want_inline = crate::sys::iscsi::param_inline_sends();
-        let (qp, inline_hdrs) = match want_inline
-            .then(|| id.create_qp(&pd, &cq, MAX_SEND_WR, MAX_RECV_WR, INLINE_LEN))
-        {
-            Some(Ok(qp)) => (qp, true),
-            _ => (id.create_qp(&pd, &cq, MAX_SEND_WR, MAX_RECV_WR, 0)?, false),
-        };
         let ctx: *const IserConn = self;
         let mrs = MrPool::new(&pd, 2 * CMDS_MAX, super::task::max_pages())?;
         let tx = TxPool::new(dev, ctx, DATAOUT_MAX)?;
         let invs = InvPool::new(ctx)?;
+        let tmf_inv = KBox::new(WithCqe::new(ctx, TmfInvDesc::new()), GFP_KERNEL)?;
         let login_rx = KBox::new(
             WithCqe::new(
                 ctx,
@@ -274,8 +295,22 @@ impl IserConn {
                 GFP_KERNEL,
             )?;
         }
+        let slot = KBox::<Resources>::new_uninit(GFP_KERNEL)?;
+        // Header-only command PDUs go inline where the device allows it
+        // (rxe: 400 bytes, siw: 80, most HCAs more): asked for first, and
+        // without it if the device refuses.
+        let want_inline = crate::sys::iscsi::param_inline_sends();
+        let (qp, inline_hdrs) = match want_inline
+            .then(|| id.create_qp(&pd, &cq, MAX_SEND_WR, MAX_RECV_WR, INLINE_LEN))
+        {
+            Some(Ok(qp)) => (qp, true),
+            _ => (id.create_qp(&pd, &cq, MAX_SEND_WR, MAX_RECV_WR, 0)?, false),
+        };
+        // From here on nothing fails but `res.set`, which cannot (checked
+        // empty above; only this handler sets it).
         let lkey = pd.local_dma_lkey();
-        self.res.set(KBox::new(
+        let res = KBox::write(
+            slot,
             Resources {
                 qp,
                 inline_hdrs,
@@ -284,14 +319,15 @@ impl IserConn {
                 mrs,
                 tx,
                 invs,
+                tmf_inv,
                 login_rx,
                 login_tx,
                 rx,
                 _cq: cq,
                 _pd: pd,
             },
-            GFP_KERNEL,
-        )?)?;
+        );
+        self.res.set(res)?;
         super::counters::live_qp(1);
         // Ask for Send with Invalidate: the target then invalidates our
         // STags with its response, saving a local invalidation per command.
@@ -368,6 +404,34 @@ impl IserConn {
         self.ffp.store(true, Ordering::Release);
     }
 
+    /// Receive ring entry `rx` held a response for a command that was
+    /// released before the response could be delivered (any context, also
+    /// under libiscsi's back_lock): it is reposted by the next receive
+    /// completion, where reposting is safe from teardown (after a reported
+    /// failure nothing is reposted, and a drained QP completes nothing).
+    pub(crate) fn orphan_rx(&self, rx: u16) {
+        let (w, b) = (rx as usize / 64, rx as usize % 64);
+        if let Some(word) = self.orphans.get(w) {
+            word.fetch_or(1 << b, Ordering::AcqRel);
+        }
+    }
+
+    /// Reposts the orphaned ring entries (receive path, softirq).
+    fn repost_orphans(&self) {
+        for (w, word) in self.orphans.iter().enumerate() {
+            let mut bits = word.swap(0, Ordering::AcqRel);
+            while bits != 0 {
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if let Some(res) = self.res.get() {
+                    if let Some(desc) = res.rx.get(w * 64 + b) {
+                        self.repost(desc);
+                    }
+                }
+            }
+        }
+    }
+
     fn repost(&self, desc: &WithCqe<RxDesc>) {
         if desc.login {
             return;
@@ -396,6 +460,7 @@ impl IserConn {
             self.counters.rx_dropped();
             return;
         }
+        self.repost_orphans();
         let Some(conn) = self.iscsi.get() else { return };
         let msg = desc.buf.for_cpu(wc.byte_len() as usize);
         // The login buffer only ever receives Login Responses; the ring is
@@ -432,6 +497,15 @@ impl IserConn {
         } else if inv.is_some() {
             // Only a SCSI Response may carry SendInvSE (iSER §7.3.2).
             return self.proto_error(proto::ProtoError::UnexpectedRemoteInvalidation);
+        } else if pdu.opcode == proto::bhs::OP_TMF_RSP && !desc.login {
+            if let super::task::RspAction::Deferred =
+                super::task::on_tmf_response(self, &pdu, desc.index, wc.byte_len())
+            {
+                // Delivered (and the buffer reposted) when the commands'
+                // invalidations complete: see `TmfInvDesc::done`.
+                self.counters.deferred();
+                return;
+            }
         }
         self.complete(conn, desc, msg, &pdu);
     }

@@ -52,6 +52,7 @@ counters! {
     err_completion: "Work completions with an error (not flushes).",
     err_post: "Failed post_send/post_recv calls.",
     rx_dropped: "PDUs received after a reported connection failure, not delivered.",
+    tmf_invalidations: "STags invalidated locally before a successful TMF Response was delivered.",
 }
 
 impl Counters {
@@ -104,6 +105,10 @@ impl Counters {
     }
     pub(crate) fn rx_dropped(&self) {
         self.rx_dropped.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn tmf_inv(&self, n: u64) {
+        self.tmf_invalidations.fetch_add(n, Ordering::Relaxed);
+        self.local_invalidations.fetch_add(n, Ordering::Relaxed);
     }
     pub(crate) fn post_error(&self) {
         self.err_post.fetch_add(1, Ordering::Relaxed);

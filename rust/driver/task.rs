@@ -45,10 +45,21 @@ pub(crate) fn sg_tablesize() -> u32 {
 /// One fast-registration MR of the pool.
 struct MrSlot {
     mr: Mr,
-    /// Still valid after its last use (aborted command, or registered for
-    /// local access only): invalidate before the next registration.
+    /// Still valid after its last use (registered for local access only,
+    /// or a command released without a known-complete invalidation):
+    /// invalidate before the next registration.
     dirty: AtomicBool,
+    /// The command holding the MR, while out of the pool: raw ITT (high
+    /// half) tagged with `OWNED` (low half), written before the
+    /// registration is posted; 0 in the pool. A successful TMF finds the
+    /// MRs of the commands it releases by it.
+    owner_itt: AtomicU64,
+    /// That command's raw LUN field.
+    owner_lun: AtomicU64,
 }
+
+/// Low half of `MrSlot::owner_itt` for an MR out of the pool.
+const OWNED: u64 = 1;
 
 /// The connection's FRWR MRs: two per command slot (bidirectional
 /// commands need a Read and a Write STag). Lock-free: any context may take
@@ -66,6 +77,8 @@ impl MrPool {
                 MrSlot {
                     mr: Mr::new(pd, max_pages)?,
                     dirty: AtomicBool::new(false),
+                    owner_itt: AtomicU64::new(0),
+                    owner_lun: AtomicU64::new(0),
                 },
                 GFP_KERNEL,
             )?;
@@ -85,13 +98,39 @@ impl MrPool {
         self.slots.get(i as usize).map(|s| &s.mr)
     }
 
+    /// Records the command that registers MR `i` (before the post).
+    fn set_owner(&self, i: u16, itt: u32, lun: [u8; 8]) {
+        if let Some(s) = self.slots.get(i as usize) {
+            s.owner_lun
+                .store(u64::from_ne_bytes(lun), Ordering::Relaxed);
+            s.owner_itt
+                .store(u64::from(itt) << 32 | OWNED, Ordering::Release);
+        }
+    }
+
     fn put(&self, i: u16, still_valid: bool) {
         if let Some(s) = self.slots.get(i as usize) {
             if still_valid {
                 s.dirty.store(true, Ordering::Relaxed);
             }
+            s.owner_itt.store(0, Ordering::Release);
             self.free.release(i as u32);
         }
+    }
+
+    /// The rkeys of the MRs held by commands in `scope`.
+    fn rkeys_in(&self, scope: &proto::task::TmfScope) -> impl Iterator<Item = u32> + '_ {
+        let scope = *scope;
+        self.slots.iter().filter_map(move |s| {
+            let owner = s.owner_itt.load(Ordering::Acquire);
+            if owner & OWNED == 0 {
+                return None;
+            }
+            let lun = s.owner_lun.load(Ordering::Relaxed).to_ne_bytes();
+            scope
+                .covers((owner >> 32) as u32, &lun)
+                .then(|| s.mr.rkey())
+        })
     }
 
     /// Takes the slot's "invalidate first" mark.
@@ -124,6 +163,12 @@ fn signal_every() -> usize {
 /// A send descriptor: the completion handle of one header slot.
 pub(crate) struct TxDesc {
     index: u32,
+    /// The command whose pages this Send read, if it is the last Send of
+    /// that command's data (raw ITT and cookie; cookie 0: none). Written
+    /// before the post; its completion lets the command complete
+    /// (`data_sent`).
+    owner_itt: AtomicU32,
+    owner_cookie: AtomicU64,
     /// Unsignaled slots posted before this (signaled) Send: released with
     /// it. Written before the post, read by its completion.
     batch: [AtomicU32; SIGNAL_EVERY - 1],
@@ -153,6 +198,10 @@ impl CqeHandler for TxDesc {
             res.tx.slots.release_index(this.index);
         }
         conn.login_tx_done(this.index);
+        let cookie = this.owner_cookie.swap(0, Ordering::AcqRel);
+        if cookie != 0 {
+            data_sent(this.owner_itt.load(Ordering::Relaxed), cookie, conn);
+        }
     }
 }
 
@@ -188,6 +237,8 @@ impl TxPool {
                     ctx,
                     TxDesc {
                         index,
+                        owner_itt: AtomicU32::new(0),
+                        owner_cookie: AtomicU64::new(0),
                         batch: [const { AtomicU32::new(0) }; SIGNAL_EVERY - 1],
                         batch_len: AtomicU32::new(0),
                     },
@@ -207,8 +258,11 @@ impl TxPool {
     }
 
     /// Posts `[invs] → [regs] → Send(payload)` using header slot `slot`,
-    /// signaled if `always_signal` or if it is the `signal_every`th. On
-    /// error the slot is released and nothing was posted.
+    /// signaled if `always_signal`, if it is the last Send of a command's
+    /// data (`owner`: raw ITT and cookie, told when it completes), or if it
+    /// is the `signal_every`th. On error the slot is released and nothing
+    /// was posted.
+    #[allow(clippy::too_many_arguments)]
     fn post(
         &self,
         qp: crate::sys::verbs::QpRef,
@@ -217,13 +271,17 @@ impl TxPool {
         slot: SlotToken,
         payload: SendPayload<'_>,
         always_signal: bool,
+        owner: Option<(u32, u64)>,
     ) -> Result {
         let Some(d) = self.descs.get(slot.index() as usize) else {
             self.slots.release(slot);
             return Err(EINVAL);
         };
+        let (itt, cookie) = owner.unwrap_or((0, 0));
+        d.owner_itt.store(itt, Ordering::Relaxed);
+        d.owner_cookie.store(cookie, Ordering::Release);
         let r = self.unsignaled.with(|u| {
-            let signal = always_signal || u.n + 1 >= self.signal_every;
+            let signal = always_signal || owner.is_some() || u.n + 1 >= self.signal_every;
             if signal {
                 for (dst, src) in d.batch.iter().zip(&u.idx[..u.n]) {
                     dst.store(*src, Ordering::Relaxed);
@@ -232,7 +290,10 @@ impl TxPool {
             }
             let r = qp.post_send(invs, regs, d.cqe(), payload, signal);
             match (&r, signal) {
-                (Err(_), _) => d.batch_len.store(0, Ordering::Relaxed),
+                (Err(_), _) => {
+                    d.batch_len.store(0, Ordering::Relaxed);
+                    d.owner_cookie.store(0, Ordering::Relaxed);
+                }
                 (Ok(()), true) => u.n = 0,
                 (Ok(()), false) => {
                     u.idx[u.n] = slot.index();
@@ -252,6 +313,12 @@ impl TxPool {
             }
         }
     }
+}
+
+/// A command's ITT as on the wire (BHS bytes 16..20), in the form libiscsi's
+/// `iscsi_itt_to_ctask` takes it back.
+fn cmd_itt(bhs: &[u8; BHS_LEN]) -> u32 {
+    u32::from_ne_bytes([bhs[16], bhs[17], bhs[18], bhs[19]])
 }
 
 /// The iSER header and BHS of a PDU as sent (`HDRS` bytes, zero-padded).
@@ -302,8 +369,13 @@ pub(crate) struct IserTask {
     local_data: Option<(u64, u32)>,
     sg: Option<MappedSg>,
     cmd_sent: bool,
-    /// A response waiting for local invalidation: receive ring index and
-    /// received length.
+    /// A Send that read the command's pages (immediate data, unsolicited
+    /// Data-Out) may still be read by the device (a retransmission after
+    /// a lost ACK): the command must not complete before its last such
+    /// Send completed (`data_sent`).
+    send_pending: bool,
+    /// A response waiting for local invalidation or for `send_pending`:
+    /// receive ring index and received length.
     deferred: Option<(u16, u32)>,
     inv_posted: proto::task::StagList,
 }
@@ -319,6 +391,7 @@ impl IserTask {
             local_data: None,
             sg: None,
             cmd_sent: false,
+            send_pending: false,
             deferred: None,
             inv_posted: proto::task::StagList::default(),
         }
@@ -394,6 +467,157 @@ impl InvPool {
     }
 }
 
+/// The TMF request on the wire: the first 24 bytes of its BHS (function,
+/// LUN, ITT, Referenced Task Tag), recorded by `xmit_mgmt` before the post
+/// and taken by its response. libiscsi sends one TMF at a time
+/// (`conn->tmf_state`).
+pub(crate) struct TmfInFlight {
+    words: [AtomicU64; 3],
+}
+
+impl TmfInFlight {
+    pub(crate) const fn new() -> Self {
+        TmfInFlight {
+            words: [const { AtomicU64::new(0) }; 3],
+        }
+    }
+
+    fn record(&self, bhs: &[u8]) {
+        for (w, c) in self.words.iter().zip(bhs.chunks_exact(8)) {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(c);
+            w.store(u64::from_ne_bytes(b), Ordering::Release);
+        }
+    }
+
+    /// The recorded request if its ITT (bytes 16..20) is `itt`; forgets it.
+    fn take(&self, itt: [u8; 4]) -> Option<[u8; 24]> {
+        let mut req = [0u8; 24];
+        for (w, c) in self.words.iter().zip(req.chunks_exact_mut(8)) {
+            c.copy_from_slice(&w.load(Ordering::Acquire).to_ne_bytes());
+        }
+        if req[0] & 0x3f != proto::bhs::OP_TMF_REQ || req[16..20] != itt {
+            return None;
+        }
+        self.words[0].store(0, Ordering::Release);
+        Some(req)
+    }
+}
+
+/// The completion handle of the local invalidations a successful TMF
+/// Response waits for: which receive buffer holds that response.
+pub(crate) struct TmfInvDesc {
+    /// `rx index << 32 | length` of the held TMF Response; `NO_HELD`: none.
+    held: AtomicU64,
+}
+
+const NO_HELD: u64 = u64::MAX;
+
+impl TmfInvDesc {
+    pub(crate) const fn new() -> Self {
+        TmfInvDesc {
+            held: AtomicU64::new(NO_HELD),
+        }
+    }
+}
+
+impl CqeHandler for TmfInvDesc {
+    type Ctx = IserConn;
+    fn done(this: &WithCqe<Self>, conn: &IserConn, wc: &Wc<'_>) {
+        if !wc.ok() {
+            // Flushed: the connection is going away and the response is
+            // never delivered; recovery fails the commands once the QP is
+            // drained (and no other QP shares the PD of their MRs).
+            if !wc.flushed() {
+                conn.counters.wc_error();
+                pr_warn!(
+                    "local invalidate after TMF failed, status {}\n",
+                    wc.status()
+                );
+                conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
+            }
+            return;
+        }
+        let held = this.held.swap(NO_HELD, Ordering::AcqRel);
+        if held != NO_HELD {
+            conn.complete_deferred((held >> 32) as u16, held as u32);
+        }
+    }
+}
+
+/// Applies the STag rule to a TMF Response (softirq): when the target
+/// answers Function Complete, libiscsi fails the commands the function
+/// covers as soon as it sees the response, and their pages go back to the
+/// block layer. So the MRs those commands hold are invalidated locally
+/// first (one LOCAL_INV each, the last signaled) and the response, with
+/// its receive buffer `rx`, is held until that completes
+/// (`TmfInvDesc::done`). Another answer releases nothing (libiscsi
+/// escalates, and a later success or the connection's recovery comes by
+/// here or by the drained QP).
+pub(crate) fn on_tmf_response(
+    conn: &IserConn,
+    pdu: &proto::bhs::TargetPdu<'_>,
+    rx: u16,
+    len: u32,
+) -> RspAction {
+    let Some(req) = conn.tmf.take(pdu.itt.0) else {
+        return RspAction::CompleteNow;
+    };
+    if pdu.bhs.get(2) != Some(&proto::task::TMF_FUNCTION_COMPLETE) {
+        return RspAction::CompleteNow;
+    }
+    let scope = proto::task::TmfScope::of_request(&req);
+    // Without resources the QP is destroyed and the MRs deregistered.
+    let Some(res) = conn.resources() else {
+        return RspAction::CompleteNow;
+    };
+    let d = &res.tmf_inv;
+    let held = u64::from(rx) << 32 | u64::from(len);
+    if d.held
+        .compare_exchange(NO_HELD, held, Ordering::AcqRel, Ordering::Relaxed)
+        .is_err()
+    {
+        // A second successful TMF Response before the first one's
+        // invalidation completed: libiscsi never has two TMFs out.
+        conn.counters.proto_error();
+        conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
+        return RspAction::Deferred;
+    }
+    // Each rkey is posted once the next one is known, so the last one
+    // goes signaled.
+    let mut last = None;
+    let mut n = 0u64;
+    for rkey in res.mrs.rkeys_in(&scope) {
+        if let Some(prev) = last.replace(rkey) {
+            if res
+                .qp
+                .post_local_inv_signaled(d.cqe(), &[prev], false)
+                .is_err()
+            {
+                return tmf_inv_failed(conn);
+            }
+            n += 1;
+        }
+    }
+    let Some(rkey) = last else {
+        d.held.store(NO_HELD, Ordering::Release);
+        return RspAction::CompleteNow;
+    };
+    if res.qp.post_local_inv(d.cqe(), &[rkey]).is_err() {
+        return tmf_inv_failed(conn);
+    }
+    conn.counters.tmf_inv(n + 1);
+    RspAction::Deferred
+}
+
+/// A LOCAL_INV for a TMF could not be posted: the response stays held for
+/// good and the connection fails (its recovery drains the QP first).
+fn tmf_inv_failed(conn: &IserConn) -> RspAction {
+    conn.counters.post_error();
+    conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
+    RspAction::Deferred
+}
+
 /// What the receive path does with a SCSI Response.
 pub(crate) enum RspAction {
     /// Every STag is invalid: complete it now.
@@ -402,8 +626,21 @@ pub(crate) enum RspAction {
     Deferred,
 }
 
-/// Applies the invalidation rules to a SCSI Response (softirq); `rx` and
-/// `len` name its receive buffer, held back if the response must wait.
+/// What a completion step asks of the caller once the back_lock is
+/// released (nothing that calls into libiscsi runs under it).
+enum Then {
+    Nothing,
+    /// Hand the held response in receive buffer (index, length) over.
+    Complete(u16, u32),
+    /// The target broke the rules, or a post failed: fail the connection.
+    Fail,
+}
+
+/// Applies the completion rules to a SCSI Response (softirq); `rx` and
+/// `len` name its receive buffer, held back if the response must wait:
+/// a command completes after its response, the invalidation of each of
+/// its STags, and the completion of the last Send that read its pages
+/// (the nvme-rdma rule).
 pub(crate) fn on_scsi_response(
     conn: &IserConn,
     iscsi: Conn,
@@ -412,89 +649,157 @@ pub(crate) fn on_scsi_response(
     rx: u16,
     len: u32,
 ) -> core::result::Result<RspAction, proto::ProtoError> {
-    let mut task = iscsi.itt_to_ctask::<IserTask>(u32::from_ne_bytes(pdu.itt.0));
-    let Some(t) = task.as_mut().and_then(|t| t.data()) else {
-        // No such command (aborted, or a bad ITT): libiscsi judges the PDU,
-        // but an invalidation naming nothing of ours is an error here.
-        return match inv {
+    let itt = u32::from_ne_bytes(pdu.itt.0);
+    let r = iscsi.with_ctask::<IserTask, _>(itt, |task| {
+        let Some(mut task) = task else {
+            return Ok(RspOutcome::NoTask);
+        };
+        let Some(t) = task.data() else {
+            return Ok(RspOutcome::NoTask);
+        };
+        let Some(stags) = t.stags.as_mut() else {
+            return Ok(RspOutcome::NoTask);
+        };
+        let todo = stags.on_response(inv)?;
+        if inv.is_some() {
+            conn.counters.remote_inv();
+        }
+        if todo.is_empty() {
+            if t.send_pending {
+                // Completed by `data_sent`.
+                t.deferred = Some((rx, len));
+                return Ok(RspOutcome::Action(RspAction::Deferred));
+            }
+            return Ok(RspOutcome::Action(RspAction::CompleteNow));
+        }
+        let res = conn.resources().ok_or(proto::ProtoError::TaskState)?;
+        for s in todo.as_slice() {
+            stags.local_invalidate_posted(*s)?;
+        }
+        t.inv_posted = todo;
+        t.deferred = Some((rx, len));
+        let Some(di) = res.invs.free.claim() else {
+            // More invalidations in flight than commands can have: a
+            // target answering commands twice. Fail rather than complete
+            // early.
+            return Err(proto::ProtoError::TaskState);
+        };
+        let Some(d) = res.invs.descs.get(di as usize) else {
+            return Err(proto::ProtoError::TaskState);
+        };
+        d.itt.store(itt, Ordering::Relaxed);
+        d.cookie.store(t.cookie, Ordering::Release);
+        if res.qp.post_local_inv(d.cqe(), todo.as_slice()).is_err() {
+            res.invs.free.release(di);
+            return Ok(RspOutcome::PostFailed);
+        }
+        conn.counters.local_inv(todo.len() as u64);
+        Ok(RspOutcome::Action(RspAction::Deferred))
+    })?;
+    match r {
+        RspOutcome::Action(a) => Ok(a),
+        RspOutcome::PostFailed => {
+            // Never completable now: the connection fails and libiscsi
+            // cleans up.
+            conn.counters.post_error();
+            conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
+            Ok(RspAction::Deferred)
+        }
+        // No such command (aborted, or a bad ITT): libiscsi judges the
+        // PDU, but an invalidation naming nothing of ours is an error here.
+        RspOutcome::NoTask => match inv {
             Some(x) => Err(proto::ProtoError::UnknownStag(x)),
             None => Ok(RspAction::CompleteNow),
-        };
-    };
-    let Some(stags) = t.stags.as_mut() else {
-        return match inv {
-            Some(x) => Err(proto::ProtoError::UnknownStag(x)),
-            None => Ok(RspAction::CompleteNow),
-        };
-    };
-    let todo = stags.on_response(inv)?;
-    if inv.is_some() {
-        conn.counters.remote_inv();
+        },
     }
-    if todo.is_empty() {
-        return Ok(RspAction::CompleteNow);
+}
+
+/// What `on_scsi_response` found under the back_lock.
+enum RspOutcome {
+    NoTask,
+    Action(RspAction),
+    PostFailed,
+}
+
+/// The task's held response, if nothing else holds it now.
+fn completable(td: &mut IserTask) -> Then {
+    if td.send_pending || td.stags.as_ref().is_some_and(|st| !st.completable()) {
+        return Then::Nothing;
     }
-    let res = conn.resources().ok_or(proto::ProtoError::TaskState)?;
-    for s in todo.as_slice() {
-        stags.local_invalidate_posted(*s)?;
+    match td.deferred.take() {
+        Some((rx, len)) => Then::Complete(rx, len),
+        None => Then::Nothing,
     }
-    t.inv_posted = todo;
-    t.deferred = Some((rx, len));
-    let Some(di) = res.invs.free.claim() else {
-        // More invalidations in flight than commands can have: a target
-        // answering commands twice. Fail rather than complete early.
-        conn.counters.proto_error();
-        conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
-        return Ok(RspAction::Deferred);
-    };
-    let Some(d) = res.invs.descs.get(di as usize) else {
-        return Err(proto::ProtoError::TaskState);
-    };
-    d.itt
-        .store(u32::from_ne_bytes(pdu.itt.0), Ordering::Relaxed);
-    d.cookie.store(t.cookie, Ordering::Release);
-    if res.qp.post_local_inv(d.cqe(), todo.as_slice()).is_err() {
-        res.invs.free.release(di);
-        conn.counters.post_error();
-        // Never completable now: the connection fails and libiscsi cleans up.
-        conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
-        return Ok(RspAction::Deferred);
+}
+
+/// Does what a completion step asked for, outside the back_lock.
+fn then(conn: &IserConn, step: Then) {
+    match step {
+        Then::Nothing => {}
+        Then::Complete(rx, len) => conn.complete_deferred(rx, len),
+        Then::Fail => {
+            conn.counters.proto_error();
+            conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
+        }
     }
-    conn.counters.local_inv(todo.len() as u64);
-    Ok(RspAction::Deferred)
 }
 
 /// Local invalidation completed (softirq): complete the held response if
-/// the task still holds the command it was posted for.
+/// the task still holds the command it was posted for and nothing else
+/// holds it.
 fn inv_done(itt: u32, cookie: u64, conn: &IserConn) {
     let Some(iscsi) = conn.iscsi.get() else {
         return;
     };
-    let mut task = iscsi.itt_to_ctask::<IserTask>(itt);
-    let Some(td) = task.as_mut().and_then(|t| t.data()) else {
-        return;
-    };
-    if td.cookie != cookie {
-        // The command was aborted and cleaned up meanwhile; its MRs went
-        // back to the pool marked for invalidation anyway.
-        return;
-    }
-    let Some((rx, len)) = td.deferred.take() else {
-        return;
-    };
-    let mut ok = true;
-    if let Some(st) = td.stags.as_mut() {
-        for s in td.inv_posted.as_slice() {
-            ok &= st.local_invalidate_completed(*s).is_ok();
+    let step = iscsi.with_ctask::<IserTask, _>(itt, |task| {
+        let Some(mut task) = task else {
+            return Then::Nothing;
+        };
+        let Some(td) = task.data() else {
+            return Then::Nothing;
+        };
+        if td.cookie != cookie {
+            // The command was released meanwhile (a TMF, whose own
+            // invalidation covered this MR too); `cleanup` handed its held
+            // receive buffer back.
+            return Then::Nothing;
         }
-        ok &= st.completable();
-    }
-    if !ok {
-        conn.counters.proto_error();
-        conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
+        let mut ok = true;
+        if let Some(st) = td.stags.as_mut() {
+            for s in td.inv_posted.as_slice() {
+                ok &= st.local_invalidate_completed(*s).is_ok();
+            }
+            ok &= st.completable();
+        }
+        if !ok {
+            return Then::Fail;
+        }
+        completable(td)
+    });
+    then(conn, step);
+}
+
+/// The last Send that read a command's pages completed (softirq): the
+/// device will not read them again; complete the held response if nothing
+/// else holds it.
+fn data_sent(itt: u32, cookie: u64, conn: &IserConn) {
+    let Some(iscsi) = conn.iscsi.get() else {
         return;
-    }
-    conn.complete_deferred(rx, len);
+    };
+    let step = iscsi.with_ctask::<IserTask, _>(itt, |task| {
+        let Some(mut task) = task else {
+            return Then::Nothing;
+        };
+        let Some(td) = task.data() else {
+            return Then::Nothing;
+        };
+        if td.cookie != cookie {
+            return Then::Nothing;
+        }
+        td.send_pending = false;
+        completable(td)
+    });
+    then(conn, step);
 }
 
 /// `init_task`: nothing to prepare beyond what `alloc_pdu` did.
@@ -541,16 +846,29 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     // Unsolicited Data-Out (iSER §7.3.1, InitialR2T=No): each by a Send
     // whose payload comes straight from the command's buffer. The target
     // answers only after the last of them, so the task stays ours here.
+    //
+    // The command PDU is on the wire: from here on a failure fails the
+    // connection (libiscsi then fails the command and the midlayer retries
+    // it on the next one) and xmit still answers success, because an error
+    // would make libiscsi hand the command's CmdSN out again. The failure
+    // is reported through `fail_conn_in_xmit`: libiscsi holds the
+    // session's frwd_lock around this call.
     while task.has_unsol_data() {
         let (Some(mut slot), Some((base, lkey))) = (rsv.take(), local) else {
             // Reserved above / set by send_command: unreachable unless
-            // libiscsi changed the task under us. Fail the connection
-            // rather than resend a posted command.
-            conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
-            return Err(EINVAL);
+            // libiscsi changed the task under us.
+            conn.counters.proto_error();
+            conn.fail_in_xmit(&task, crate::sys::iscsi::ERR_CONN_FAILED);
+            return Ok(());
         };
         let mut hdr = [0u8; BHS_LEN];
         let (off, len) = task.prep_unsol_data_out(&mut hdr);
+        // The last Data-Out (F bit) tells the command its pages are read.
+        let owner = if hdr[1] & proto::bhs::FLAG_FINAL != 0 {
+            task.data().map(|d| (cmd_itt(&d.bhs), d.cookie))
+        } else {
+            None
+        };
         let mut iser = [0u8; proto::iser_hdr::ISER_HDR_LEN];
         proto::iser_hdr::IserHeader::control().encode(&mut iser);
         let h = fill_hdr(&res.tx.slots, &mut slot, &iser, &hdr, res.lkey);
@@ -559,14 +877,24 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
             length: len,
             lkey,
         };
-        if let Err(e) = res
+        if res
             .tx
-            .post(res.qp, &[], &[], slot, SendPayload::Sges(&[h, data]), false)
+            .post(
+                res.qp,
+                &[],
+                &[],
+                slot,
+                SendPayload::Sges(&[h, data]),
+                false,
+                owner,
+            )
+            .is_err()
         {
             conn.counters.post_error();
-            conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
-            return Err(e);
+            conn.fail_in_xmit(&task, crate::sys::iscsi::ERR_CONN_FAILED);
+            return Ok(());
         }
+        task.unsol_data_out_posted();
         conn.counters.tx_bytes(len as u64);
         conn.counters.data_out();
     }
@@ -613,9 +941,16 @@ fn send_command(
             return Err(ENOBUFS());
         };
         let Some(mr) = res.mrs.mr(i) else {
+            res.mrs.put(i, false);
             res.tx.slots.release(slot);
             return Err(EINVAL);
         };
+        {
+            let b = &task.data().ok_or(EINVAL)?.bhs;
+            let mut lun = [0u8; 8];
+            lun.copy_from_slice(&b[8..16]);
+            res.mrs.set_owner(i, cmd_itt(b), lun);
+        }
         if res.mrs.take_dirty(i) {
             inv = Some(mr.rkey());
         }
@@ -711,15 +1046,23 @@ fn post_command(
     let reg_req = reg.and_then(|(i, access)| res.mrs.mr(i).map(|mr| RegReq { mr, access }));
     let regs = reg_req.as_slice();
     let invs = inv.as_slice();
+    let data_outs = task.has_unsol_data();
+    let td = task.data().ok_or(EINVAL)?;
     // Everything the response path reads is in place before the post: the
     // response may be handled on another CPU before `post` returns.
     td.stags = Some(stags);
     td.cmd_sent = true;
     td.cookie = conn.next_cookie();
+    // The Sends of immediate data and unsolicited Data-Out read the
+    // command's pages; the last of them is signaled and tells the command
+    // (in-order send queue: its completion implies the others').
+    td.send_pending = imm > 0 || data_outs;
+    let owner = (imm > 0 && !data_outs).then(|| (cmd_itt(&td.bhs), td.cookie));
     let local = td.local_data;
-    if let Err(e) = res.tx.post(res.qp, invs, regs, slot, payload, false) {
+    if let Err(e) = res.tx.post(res.qp, invs, regs, slot, payload, false, owner) {
         td.stags = None;
         td.cmd_sent = false;
+        td.send_pending = false;
         return Err(e);
     }
     if inv.is_some() {
@@ -744,11 +1087,14 @@ fn xmit_mgmt(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     let Some(mut slot) = res.tx.slots.claim() else {
         return Err(ENOBUFS());
     };
+    if bhs[0] & 0x3f == proto::bhs::OP_TMF_REQ {
+        conn.tmf.record(&bhs[..24]);
+    }
     if !is_login && data_len == 0 {
         let h = fill_hdr(&res.tx.slots, &mut slot, &iser, &bhs[..hdr_len], res.lkey);
         return res
             .tx
-            .post(res.qp, &[], &[], slot, SendPayload::Sges(&[h]), true);
+            .post(res.qp, &[], &[], slot, SendPayload::Sges(&[h]), true, None);
     }
     // Login, and any management PDU with data, go through the login send
     // buffer: header and data in one SGE (at most 8 KiB of data, the login
@@ -781,10 +1127,15 @@ fn xmit_mgmt(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     }
     let idx = slot.index();
     conn.login_tx_posted(idx);
-    if let Err(e) = res
-        .tx
-        .post(res.qp, &[], &[], slot, SendPayload::Sges(&[sge]), true)
-    {
+    if let Err(e) = res.tx.post(
+        res.qp,
+        &[],
+        &[],
+        slot,
+        SendPayload::Sges(&[sge]),
+        true,
+        None,
+    ) {
         conn.login_tx_done(idx);
         res.login_tx.release(ltok);
         return Err(e);
@@ -803,9 +1154,15 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
     let mrs = td.mrs;
     td.mrs = [None, None];
     td.stags = None;
-    td.deferred = None;
+    let held = td.deferred.take();
+    td.send_pending = false;
     td.cookie = 0;
     let sg = td.sg.take();
+    if let (Some(c), Some((rx, _))) = (conn, held) {
+        // A response held for this command will never be delivered: its
+        // receive buffer goes back to the ring (from the receive path).
+        c.orphan_rx(rx);
+    }
     if let Some(res) = conn.and_then(|c| c.resources()) {
         for i in mrs.into_iter().flatten() {
             res.mrs.put(i, live || local_only);

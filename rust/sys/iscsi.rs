@@ -198,7 +198,8 @@ impl Conn {
         }
     }
 
-    /// Reports a connection failure to libiscsi/iscsid (any context).
+    /// Reports a connection failure to libiscsi/iscsid (any context but
+    /// `xmit_task`, see [`Task::fail_conn_in_xmit`]).
     pub(crate) fn failure(self, err: IscsiErr) {
         // SAFETY: as in `complete_pdu`.
         unsafe { b::iscsi_conn_failure(self.0.as_ptr(), err) };
@@ -210,15 +211,27 @@ impl Conn {
         unsafe { (*self.0.as_ptr()).login_task == task.raw.as_ptr() }
     }
 
-    /// The task with initiator task tag `itt` (raw, as on the wire), if
-    /// it is an active SCSI command task of this connection.
-    pub(crate) fn itt_to_ctask<D>(self, itt: u32) -> Option<Task<'static, D>> {
-        // SAFETY: libiscsi validates the ITT (age and index) itself.
+    /// Runs `f` on the task with initiator task tag `itt` (raw, as on the
+    /// wire) if it is an active SCSI command task of this connection, with
+    /// the session's back_lock held: libiscsi cleans tasks up
+    /// (`cleanup_task`) under the same lock, so the task and its transport
+    /// data stay this command's until `f` returns. `f` must not call into
+    /// libiscsi (it takes back_lock itself, or frwd_lock, which nests
+    /// outside it): it returns what the caller does after the unlock.
+    pub(crate) fn with_ctask<D, R>(self, itt: u32, f: impl FnOnce(Option<Task<'_, D>>) -> R) -> R {
+        // SAFETY: bound, live connection (as in `complete_pdu`); the lock
+        // is released below on every path.
+        unsafe { b::iser_rs_back_lock(self.0.as_ptr()) };
+        // SAFETY: libiscsi validates the ITT (age and index) itself; the
+        // back_lock is held, as iscsi_itt_to_ctask wants.
         let t = unsafe { b::iscsi_itt_to_ctask(self.0.as_ptr(), itt) };
-        NonNull::new(t).map(|raw| Task {
+        let r = f(NonNull::new(t).map(|raw| Task {
             raw,
             _p: core::marker::PhantomData,
-        })
+        }));
+        // SAFETY: taken above by this thread.
+        unsafe { b::iser_rs_back_unlock(self.0.as_ptr()) };
+        r
     }
 }
 
@@ -407,11 +420,34 @@ impl<D> Task<'_, D> {
         unsafe { b::iser_rs_task_unsol_pdus_left(self.raw.as_ptr()) }
     }
 
+    /// Reports a connection failure from inside `xmit_task`, where
+    /// libiscsi holds the session's frwd_lock and `Conn::failure` (which
+    /// takes it) would spin forever with BH off. The caller then returns
+    /// success to libiscsi if the command PDU is already on the wire: an
+    /// error would make libiscsi hand its CmdSN out again.
+    pub(crate) fn fail_conn_in_xmit(&self, err: IscsiErr) {
+        // SAFETY: a task handed to `xmit_task` is bound to its live
+        // connection, and libiscsi holds the session's frwd_lock for the
+        // whole call (the shim asserts it under lockdep).
+        unsafe { b::iser_rs_conn_failure_frwd_locked((*self.raw.as_ptr()).conn, err as i32) };
+    }
+
+    /// Accounts the unsolicited Data-Out last built by
+    /// `prep_unsol_data_out` as posted (libiscsi leaves advancing
+    /// `unsol_r2t.sent` to the transport).
+    pub(crate) fn unsol_data_out_posted(&mut self) {
+        // SAFETY: live task; only `xmit_task` (frwd_lock held) touches
+        // `unsol_r2t`.
+        unsafe { b::iser_rs_task_unsol_data_out_posted(self.raw.as_ptr()) };
+    }
+
     /// Builds the next unsolicited Data-Out BHS into `hdr`; returns
     /// (offset, length) of its payload in the command's data.
     pub(crate) fn prep_unsol_data_out(&mut self, hdr: &mut [u8; BHS_LEN]) -> (u32, u32) {
         // SAFETY: live task; `hdr` is a 48-byte buffer, the size of
-        // `struct iscsi_data`; libiscsi advances `unsol_r2t` itself.
+        // `struct iscsi_data`. libiscsi advances `unsol_r2t.datasn`; the
+        // caller advances `sent` once the PDU is posted
+        // (`unsol_data_out_posted`).
         unsafe {
             let t = self.raw.as_ptr();
             let r2t = core::ptr::addr_of_mut!((*t).unsol_r2t);

@@ -4,7 +4,7 @@
 //! `ib_cqe.done` completion trampoline.
 //!
 //! Ownership: [`Cq`], [`Mr`] and [`DmaBuf`] free their C object on drop;
-//! [`Pd`] is a counted share of its device's PD, freed with the last share.
+//! [`Pd`] is the connection's own protection domain, freed with it.
 //! A queue pair belongs to its `rdma_cm_id` ([`super::cm`]); this file
 //! only posts to it through [`QpRef`].
 //!
@@ -16,7 +16,6 @@
 
 use super::bindings as b;
 use super::pool::{IndexPool, Reservation};
-use core::cell::UnsafeCell;
 use core::ptr::NonNull;
 use kernel::error::code::{EINVAL, EIO, ENOMEM};
 use kernel::prelude::*;
@@ -96,50 +95,17 @@ impl Device {
 const LIVE_PD: u32 = 3;
 const LIVE_CQ: u32 = 4;
 
-/// How many RDMA devices share a PD through the registry. A host with more
-/// devices in use still works: each further connection gets a PD of its own.
-const PD_REGISTRY_SLOTS: usize = 32;
-
-#[derive(Clone, Copy)]
-struct PdEntry {
-    dev: *mut b::ib_device,
-    pd: NonNull<b::ib_pd>,
-    /// Connections holding this PD.
-    users: u32,
-}
-
-/// The per-device PD registry (ib_iser's `iser_device` list): a fixed array,
-/// so registering never allocates and nothing is left to free at unload.
-struct PdRegistry(UnsafeCell<[Option<PdEntry>; PD_REGISTRY_SLOTS]>);
-
-// SAFETY: the array is only reached through `with_pd_registry`, which holds
-// `iser_rs_dev_mutex` for the whole access.
-unsafe impl Sync for PdRegistry {}
-
-static PD_REGISTRY: PdRegistry = PdRegistry(UnsafeCell::new([None; PD_REGISTRY_SLOTS]));
-
-/// Runs `f` on the registry under `iser_rs_dev_mutex`. Process context only
-/// (it sleeps on the mutex); `f` must not call back into the registry.
-fn with_pd_registry<R>(f: impl FnOnce(&mut [Option<PdEntry>]) -> R) -> R {
-    // SAFETY: a plain kernel mutex; callers are in process context.
-    unsafe { b::iser_rs_dev_lock() };
-    // SAFETY: the mutex is held, so this is the only reference to the array
-    // until the unlock below.
-    let r = f(unsafe { &mut *PD_REGISTRY.0.get() });
-    // SAFETY: locked above by this thread.
-    unsafe { b::iser_rs_dev_unlock() };
-    r
-}
-
-/// A protection domain, shared by every connection on the same RDMA device
-/// (refcounted in a registry; the last user frees it). Never created with
-/// `IB_PD_UNSAFE_GLOBAL_RKEY`: iser-rs exposes no global rkey.
+/// A protection domain of one connection: its QP and MRs, nothing else.
+/// An rkey is an MR index plus an 8-bit key, so it can be guessed; with a
+/// PD per connection, an STag advertised on one connection names nothing
+/// another connection's QP (another target) can reach, and a target's
+/// Send with Invalidate naming a foreign rkey fails only its own
+/// connection (the invalidation finds no MR of that PD). Never created
+/// with `IB_PD_UNSAFE_GLOBAL_RKEY`: iser-rs exposes no global rkey.
 ///
-/// Taken and dropped in process context only (CM handler, teardown).
+/// Allocated and freed in process context (CM handler, teardown).
 pub(crate) struct Pd {
     pd: NonNull<b::ib_pd>,
-    /// In the registry (false: the registry was full, the PD is private).
-    shared: bool,
 }
 
 // SAFETY: an ib_pd is used from any context; ib_core synchronises it.
@@ -148,35 +114,12 @@ unsafe impl Send for Pd {}
 unsafe impl Sync for Pd {}
 
 impl Pd {
-    /// The PD of `dev`: the shared one if a connection already holds it,
-    /// else a new one.
-    pub(crate) fn get(dev: Device) -> Result<Self> {
-        with_pd_registry(|slots| {
-            if let Some(e) = slots.iter_mut().flatten().find(|e| e.dev == dev.as_ptr()) {
-                e.users += 1;
-                return Ok(Pd {
-                    pd: e.pd,
-                    shared: true,
-                });
-            }
-            // Allocating under the (sleeping) mutex keeps two first
-            // connections of a device from making two PDs.
-            // SAFETY: `dev` is live (its invariant).
-            let pd = super::from_err_ptr(unsafe { b::iser_rs_alloc_pd(dev.as_ptr()) })?;
-            super::iscsi::live_add(LIVE_PD, 1);
-            let shared = match slots.iter_mut().find(|s| s.is_none()) {
-                Some(slot) => {
-                    *slot = Some(PdEntry {
-                        dev: dev.as_ptr(),
-                        pd,
-                        users: 1,
-                    });
-                    true
-                }
-                None => false,
-            };
-            Ok(Pd { pd, shared })
-        })
+    /// A new PD on `dev`.
+    pub(crate) fn new(dev: Device) -> Result<Self> {
+        // SAFETY: `dev` is live (its invariant).
+        let pd = super::from_err_ptr(unsafe { b::iser_rs_alloc_pd(dev.as_ptr()) })?;
+        super::iscsi::live_add(LIVE_PD, 1);
+        Ok(Pd { pd })
     }
 
     pub(crate) fn as_ptr(&self) -> *mut b::ib_pd {
@@ -192,32 +135,11 @@ impl Pd {
 
 impl Drop for Pd {
     fn drop(&mut self) {
-        let last = !self.shared
-            || with_pd_registry(|slots| {
-                for slot in slots.iter_mut() {
-                    if let Some(e) = slot {
-                        if e.pd == self.pd {
-                            e.users -= 1;
-                            if e.users == 0 {
-                                *slot = None;
-                                return true;
-                            }
-                            return false;
-                        }
-                    }
-                }
-                // Unreachable: a shared Pd is in the registry until its
-                // last user drops. Leaking beats a double free.
-                pr_err!("PD missing from the registry\n");
-                false
-            });
-        if last {
-            // SAFETY: no other user is left (private PD, or the registry
-            // entry just removed); this connection's QP and MRs were dropped
-            // before it by the owner's documented order.
-            unsafe { b::iser_rs_dealloc_pd(self.as_ptr()) };
-            super::iscsi::live_add(LIVE_PD, -1);
-        }
+        // SAFETY: the PD is this connection's alone; its QP and MRs were
+        // dropped before it by the owner's documented order (`Resources`
+        // declares the PD last).
+        unsafe { b::iser_rs_dealloc_pd(self.as_ptr()) };
+        super::iscsi::live_add(LIVE_PD, -1);
     }
 }
 
@@ -845,6 +767,18 @@ impl QpRef {
 
     /// Posts local invalidation of `rkeys` (at most 2), the last signaled.
     pub(crate) fn post_local_inv(self, cqe: &Cqe, rkeys: &[u32]) -> Result {
+        self.post_local_inv_signaled(cqe, rkeys, true)
+    }
+
+    /// Posts local invalidation of `rkeys` (at most 2), the last one
+    /// signaled if `signal_last` (an unsignaled chain's send-queue entries
+    /// are released by the next signaled completion).
+    pub(crate) fn post_local_inv_signaled(
+        self,
+        cqe: &Cqe,
+        rkeys: &[u32],
+        signal_last: bool,
+    ) -> Result {
         if rkeys.is_empty() || rkeys.len() > 2 {
             return Err(EINVAL);
         }
@@ -860,7 +794,7 @@ impl QpRef {
             w.opcode = b::ib_wr_opcode_IB_WR_LOCAL_INV;
             w.__bindgen_anon_1.wr_cqe = cqe.as_ptr();
             w.ex.invalidate_rkey = rkeys[i];
-            w.send_flags = if i + 1 == n {
+            w.send_flags = if i + 1 == n && signal_last {
                 b::ib_send_flags_IB_SEND_SIGNALED as _
             } else {
                 0

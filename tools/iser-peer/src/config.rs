@@ -83,6 +83,14 @@ pub struct Config {
     pub data_ack: DataAck,
     pub probe: u32,
     pub probe_delay_ms: u64,
+    pub abort_probe: bool,
+    /// The mode fires only on READs (Some(true)) or WRITEs (Some(false)).
+    pub on_reads: Option<bool>,
+    /// Write the Read STag and VA of a stalled READ here (`--leak-stags`).
+    pub leak_stags: Option<PathBuf>,
+    /// On SIGUSR1, RDMA-Write through the STag in this file from our own
+    /// connection (`--steal-stags`).
+    pub steal_stags: Option<PathBuf>,
     pub erl: u8,
     pub trdsl: u32,
     pub stats: Option<PathBuf>,
@@ -98,6 +106,13 @@ pub const USAGE: &str = "usage: iser-peer [options] ADDRESS [PORT]
                          login-digest login-nordma
   --at N                 the mode fires on the N-th READ/WRITE (default 40)
   --every N              ... and again every N READ/WRITEs after that
+                         (SIGUSR1 arms it at once, whatever --at says)
+  --on read|write        ... only on READs / only on WRITEs
+  --leak-stags FILE      when a READ is stalled, write its Read STag and VA
+                         (hex) to FILE, for another peer instance
+  --steal-stags FILE     on SIGUSR1, RDMA-Write 512 bytes through the STag in
+                         FILE (another target's) from our own connection;
+                         counted as probes_*
   --conn K               ... only on the K-th normal-session connection
   --no-private-data      accept without private data (as tgt)
   --private-data HEX     accept with this iser_cm_hdr flags byte
@@ -108,6 +123,11 @@ pub const USAGE: &str = "usage: iser-peer [options] ADDRESS [PORT]
   --probe N              N post-completion probes (RDMA Write/Read with the
                          STags of a completed command; each costs a reconnect)
   --probe-delay-ms N     wait after the status Send completes (default 300)
+  --abort-probe          after answering a TMF (ABORT TASK, LUN or target
+                         reset) with Function Complete, wait --probe-delay-ms
+                         and use the STag of a released command the way it
+                         was granted (RDMA Write into a Read STag, RDMA Read
+                         from a Write STag); counted as probes_*
   --erl N                highest ErrorRecoveryLevel accepted (default 0)
   --trdsl N              TargetRecvDataSegmentLength (default 8192)
   --stats FILE           counters (key=value), rewritten while running and at exit";
@@ -135,6 +155,10 @@ impl Config {
             data_ack: DataAck::Off,
             probe: 0,
             probe_delay_ms: 300,
+            abort_probe: false,
+            on_reads: None,
+            leak_stags: None,
+            steal_stags: None,
             erl: 0,
             trdsl: 8192,
             stats: None,
@@ -167,6 +191,20 @@ impl Config {
                 "--data-ack-always" => c.data_ack = DataAck::Always,
                 "--probe" => c.probe = num(args.next(), &a)?,
                 "--probe-delay-ms" => c.probe_delay_ms = num(args.next(), &a)?,
+                "--abort-probe" => c.abort_probe = true,
+                "--leak-stags" => {
+                    c.leak_stags = Some(args.next().ok_or("--leak-stags needs a file")?.into())
+                }
+                "--steal-stags" => {
+                    c.steal_stags = Some(args.next().ok_or("--steal-stags needs a file")?.into())
+                }
+                "--on" => {
+                    c.on_reads = match args.next().as_deref() {
+                        Some("read") => Some(true),
+                        Some("write") => Some(false),
+                        _ => return Err("--on takes read or write".into()),
+                    }
+                }
                 "--erl" => c.erl = num(args.next(), &a)?,
                 "--trdsl" => c.trdsl = num(args.next(), &a)?,
                 "--stats" => c.stats = Some(args.next().ok_or("--stats needs a value")?.into()),

@@ -11,9 +11,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// SIGUSR1: arm the mode now (for a test that wants it to fire on its own
+/// workload, not on the login's partition scan).
+static ARM: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
+}
+
+extern "C" fn on_usr1(_: libc::c_int) {
+    ARM.store(true, Ordering::SeqCst);
 }
 
 fn write_stats(peer: &target::Peer) {
@@ -38,6 +45,8 @@ fn main() {
         // SAFETY: installing an async-signal-safe handler (one atomic store).
         unsafe { libc::signal(s, on_signal as *const () as libc::sighandler_t) };
     }
+    // SAFETY: as above.
+    unsafe { libc::signal(libc::SIGUSR1, on_usr1 as *const () as libc::sighandler_t) };
     if let Err(e) = run(cfg) {
         eprintln!("iser-peer: {e}");
         std::process::exit(1);
@@ -66,6 +75,9 @@ fn run(cfg: config::Config) -> std::io::Result<()> {
         unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 20) };
         while let Some(ev) = ch.get() {
             peer.cm_event(ev);
+        }
+        if ARM.swap(false, Ordering::SeqCst) {
+            peer.arm();
         }
         peer.poll_all();
         if peer.dirty && last_write.elapsed() > Duration::from_millis(200) {

@@ -223,6 +223,55 @@ impl Peer {
         })
     }
 
+    /// Arms the mode: it fires on the next data command that fits
+    /// (SIGUSR1; `--at`/`--every` arm it by command count).
+    pub fn arm(&mut self) {
+        if let Some(f) = self.cfg.steal_stags.clone() {
+            return self.steal(&f);
+        }
+        log(&format!("mode {:?} armed by signal", self.cfg.mode));
+        self.armed = true;
+    }
+
+    /// `--steal-stags`: another target's Read STag, used from a
+    /// full-feature connection of ours at once.
+    fn steal(&mut self, f: &std::path::Path) {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        let mut it = text
+            .split_whitespace()
+            .map(|w| u64::from_str_radix(w.trim_start_matches("0x"), 16));
+        let (Some(Ok(stag)), Some(Ok(va))) = (it.next(), it.next()) else {
+            log(&format!("steal: no STag in {}", f.display()));
+            return;
+        };
+        let Some(c) = self
+            .conns
+            .values_mut()
+            .find(|c| c.phase == Phase::Ffp && !c.discovery && !c.closing)
+        else {
+            log("steal: no full-feature connection");
+            return;
+        };
+        log(&format!(
+            "{}: steal: RDMA Write through another target's STag {stag:#x} va {va:#x}",
+            c.name
+        ));
+        c.timers.push((
+            Instant::now(),
+            Timer::Probe {
+                read: Some(StagVa {
+                    stag: stag as u32,
+                    va,
+                }),
+                write: None,
+                plan: ProbePlan {
+                    on: Dir::Read,
+                    rdma_write: true,
+                },
+            },
+        ));
+    }
+
     fn blocks(&self) -> u64 {
         self.lun.len() as u64 / scsi::BLOCK
     }
@@ -479,7 +528,7 @@ impl Peer {
                     return Ok(());
                 };
                 t.reads_pending -= 1;
-                if t.reads_pending == 0 {
+                if t.reads_pending == 0 && !t.stalled {
                     self.finish(c, itt)?;
                 }
                 Ok(())
@@ -491,7 +540,7 @@ impl Peer {
                     return Ok(());
                 };
                 t.acks_pending -= 1;
-                if t.acks_pending == 0 {
+                if t.acks_pending == 0 && !t.stalled {
                     self.finish(c, itt)?;
                 }
                 Ok(())
@@ -506,7 +555,7 @@ impl Peer {
                 let sv = if plan.on == Dir::Read { read } else { write };
                 let Some(sv) = sv else { return Ok(()) };
                 log(&format!(
-                    "{}: probe: RDMA {} with STag {:#x} va {:#x} of a completed {:?} command",
+                    "{}: probe: RDMA {} with STag {:#x} va {:#x} of a completed or released {:?} command",
                     c.name,
                     if plan.rdma_write { "Write" } else { "Read" },
                     sv.stag,
@@ -809,6 +858,7 @@ impl Peer {
         let func = bhs[1] & 0x7f;
         let rtt = be32(bhs, 20);
         let mut resp = 0u8;
+        let mut released = Vec::new();
         match func {
             1 => {
                 self.c.aborts += 1;
@@ -817,6 +867,7 @@ impl Peer {
                         "{}: ABORT TASK {:#x} ({:?}, stalled {})",
                         c.name, t.itt, t.dir, t.stalled
                     ));
+                    released.push(t);
                 } else {
                     resp = 1; // task does not exist
                 }
@@ -827,7 +878,7 @@ impl Peer {
                     c.name,
                     c.tasks.len()
                 ));
-                c.tasks.clear();
+                released.extend(std::mem::take(&mut c.tasks).into_values());
             }
             _ => resp = 5, // not supported
         }
@@ -835,7 +886,30 @@ impl Peer {
         r[2] = resp;
         r[16..20].copy_from_slice(&bhs[16..20]);
         c.status_fields(&mut r, true);
-        self.send(c, &r, &[], None, ISER_VER)
+        self.send(c, &r, &[], None, ISER_VER)?;
+        if self.cfg.abort_probe {
+            // The access each STag was granted for: only that one would
+            // succeed on a still-valid STag.
+            if let Some(t) = released.iter().find(|t| t.stag().is_some()) {
+                let on = if t.read.is_some() {
+                    Dir::Read
+                } else {
+                    Dir::Write
+                };
+                c.timers.push((
+                    Instant::now() + Duration::from_millis(self.cfg.probe_delay_ms),
+                    Timer::Probe {
+                        read: t.read,
+                        write: t.write,
+                        plan: ProbePlan {
+                            on,
+                            rdma_write: on == Dir::Read,
+                        },
+                    },
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Does the armed hostile mode fire on this task?
@@ -851,6 +925,7 @@ impl Peer {
             return None;
         }
         let fits = match m {
+            _ if self.cfg.on_reads.is_some_and(|r| r != (dir == Dir::Read)) => false,
             Mode::StatusFirst | Mode::DataInCtrl => dir == Dir::Read,
             Mode::R2tCtrl => dir == Dir::Write,
             Mode::InvWrong | Mode::InvOther | Mode::InvNone => has_stag,
@@ -1089,6 +1164,9 @@ impl Peer {
         if hostile == Some(Mode::Stall) {
             if let Some(t) = c.tasks.get_mut(&itt) {
                 t.stalled = true;
+                if let (Some(f), Some(r)) = (&self.cfg.leak_stags, t.read) {
+                    let _ = std::fs::write(f, format!("{:#x} {:#x}\n", r.stag, r.va));
+                }
             }
             log(&format!(
                 "{}: mode Stall: no status for ITT {itt:#x}",

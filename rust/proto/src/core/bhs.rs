@@ -42,6 +42,8 @@ pub const LOGIN_MAX_RECV_DSL: u32 = 8192;
 pub const OPCODE_MASK: u8 = 0x3f;
 /// The F (Final) bit in byte 1.
 pub const FLAG_FINAL: u8 = 0x80;
+/// Task Management Function Request (initiator opcode, RFC 7143 §11.5).
+pub const OP_TMF_REQ: u8 = 0x02;
 
 /// NOP-In (RFC 7143 §11.19).
 pub const OP_NOOP_IN: u8 = 0x20;

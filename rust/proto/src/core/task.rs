@@ -297,6 +297,57 @@ impl TaskStags {
     }
 }
 
+/// Which outstanding commands a task management function releases when
+/// the target answers it with Function Complete (RFC 7143 §11.5.1): libiscsi
+/// then fails them (and the block layer takes their pages back), so every
+/// STag they advertised must be invalid before the response reaches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TmfScope {
+    /// ABORT TASK: the command whose ITT is the Referenced Task Tag.
+    Task(u32),
+    /// ABORT TASK SET, CLEAR TASK SET, LOGICAL UNIT RESET: every command
+    /// on the LUN (raw 8-byte LUN field as sent).
+    Lun([u8; 8]),
+    /// TARGET WARM RESET, TARGET COLD RESET: every command of the session.
+    All,
+    /// CLEAR ACA, TASK REASSIGN and unknown functions release no command
+    /// STags here (task reassignment re-advertises them, §7.3.1).
+    None,
+}
+
+impl TmfScope {
+    /// The scope of a TMF request BHS (function in byte 1, LUN in bytes
+    /// 8..16, Referenced Task Tag in bytes 20..24, raw); `None` for a
+    /// header too short to be one.
+    pub fn of_request(bhs: &[u8]) -> TmfScope {
+        if bhs.len() < 24 {
+            return TmfScope::None;
+        }
+        let mut lun = [0u8; 8];
+        lun.copy_from_slice(&bhs[8..16]);
+        match bhs[1] & 0x7f {
+            1 => TmfScope::Task(u32::from_ne_bytes([bhs[20], bhs[21], bhs[22], bhs[23]])),
+            2 | 3 | 5 => TmfScope::Lun(lun),
+            6 | 7 => TmfScope::All,
+            _ => TmfScope::None,
+        }
+    }
+
+    /// Whether the command with raw ITT `itt` on raw LUN `lun` is released.
+    pub fn covers(&self, itt: u32, lun: &[u8; 8]) -> bool {
+        match self {
+            TmfScope::Task(t) => *t == itt,
+            TmfScope::Lun(l) => l == lun,
+            TmfScope::All => true,
+            TmfScope::None => false,
+        }
+    }
+}
+
+/// TMF Response code "Function complete" (RFC 7143 §11.6.1): the only
+/// answer after which libiscsi releases the affected commands.
+pub const TMF_FUNCTION_COMPLETE: u8 = 0;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -483,5 +534,36 @@ mod tests {
     #[test]
     fn task_is_small_and_copy() {
         assert!(core::mem::size_of::<TaskStags>() <= 24);
+    }
+
+    fn tmf_bhs(func: u8, lun: u8, rtt: u32) -> [u8; 48] {
+        let mut b = [0u8; 48];
+        b[0] = 0x02;
+        b[1] = 0x80 | func;
+        b[9] = lun;
+        b[20..24].copy_from_slice(&rtt.to_ne_bytes());
+        b
+    }
+
+    #[test]
+    fn tmf_scope_by_function() {
+        let l3 = [0, 3, 0, 0, 0, 0, 0, 0];
+        let l4 = [0, 4, 0, 0, 0, 0, 0, 0];
+        let abort = TmfScope::of_request(&tmf_bhs(1, 3, 0x1234));
+        assert_eq!(abort, TmfScope::Task(0x1234));
+        assert!(abort.covers(0x1234, &l4));
+        assert!(!abort.covers(0x1235, &l3));
+        for f in [2, 3, 5] {
+            let s = TmfScope::of_request(&tmf_bhs(f, 3, 0));
+            assert!(s.covers(7, &l3), "function {f}");
+            assert!(!s.covers(7, &l4), "function {f}");
+        }
+        for f in [6, 7] {
+            assert!(TmfScope::of_request(&tmf_bhs(f, 3, 0)).covers(9, &l4));
+        }
+        for f in [4, 8, 9, 0x7f] {
+            assert_eq!(TmfScope::of_request(&tmf_bhs(f, 3, 0)), TmfScope::None);
+        }
+        assert_eq!(TmfScope::of_request(&[0x02, 0x81]), TmfScope::None);
     }
 }

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# STags of released commands (issue: abort, reset): the peer stalls one
+# command (a READ, whose Read STag the target may RDMA-Write, or a 64 KiB
+# WRITE, whose Write STag the target may RDMA-Read), the initiator releases
+# it through a TMF that the peer answers with Function Complete, and 300 ms
+# later the peer uses that STag the way it was granted. Four ways to the
+# TMF: ABORT TASK after a 5 s SCSI timeout (READ and WRITE), LOGICAL UNIT
+# RESET and TARGET WARM RESET (sg_reset -d / -t) with the command stalled.
+# Every access must end in a remote access error (iser_rs invalidates the
+# MRs of the commands a successful TMF covers before libiscsi sees the
+# response: its tmf_invalidations counter grows), the session comes back
+# (the failed access breaks the peer's connection) and a fio verify after
+# it is clean. INITIATOR=ib_iser runs the same against the C driver
+# (Documentation/peer-modes.md has both columns).
+. "$(dirname "$0")/../lib.sh"
+ini=${INITIATOR:-iser_rs}
+setup_rdma rxe
+REPLACEMENT_TIMEOUT=60 start_iscsid
+load_initiator "$ini"
+dd if=/dev/urandom of=/tmp/abort-probe.pat bs=64k count=16 status=none
+probes() { echo $(( $(peer_stat probes_access_error) + $(peer_stat probes_succeeded) + $(peer_stat probes_other_error) )); }
+fails=()
+for v in abort:read abort:write lun-reset:read target-reset:write; do
+    how=${v%%:*} dir=${v#*:}
+    # 1.5 s between the TMF Response and the probe: time to read iser_rs's
+    # counters before the failed probe breaks the connection (and a new
+    # connection starts them from zero).
+    start_peer --mode stall --at 1000000000 --on "$dir" --abort-probe --probe-delay-ms 1500
+    disk=$(peer_login iser | head -1); [ -n "$disk" ] || die "$v: login"
+    dev=${disk#/dev/}
+    sg=/dev/$(ls /sys/block/$dev/device/scsi_generic/)
+    tmf0=$(session_stat tmf_invalidations)
+    # ABORT TASK comes from the SCSI timeout; the resets are issued by hand
+    # while the command is stalled, long before its timeout.
+    if [ "$how" = abort ]; then echo 5 > /sys/block/$dev/device/timeout; else echo 60 > /sys/block/$dev/device/timeout; fi
+    kill -USR1 "$PEER_PID"
+    sleep 0.3
+    if [ "$dir" = read ]; then
+        timeout 150 dd if="$disk" of=/dev/null bs=64k count=16 iflag=direct status=none &
+    else
+        timeout 150 dd if=/tmp/abort-probe.pat of="$disk" bs=64k count=16 oflag=direct status=none &
+    fi
+    wl=$!
+    for ((i = 0; i < 300; i++)); do grep -q "mode Stall: no status" "$PEER_LOG" && break; sleep 0.1; done
+    grep -q "mode Stall: no status" "$PEER_LOG" || die "$v: the peer never stalled a $dir"
+    case $how in
+    lun-reset) sg_reset -d "$sg" >/dev/null 2>&1 || log "$v: sg_reset -d returned $?" ;;
+    target-reset) sg_reset -t "$sg" >/dev/null 2>&1 || log "$v: sg_reset -t returned $?" ;;
+    esac
+    for ((i = 0; i < 600; i++)); do [ "$(peer_stat tmfs)" -ge 1 ] && break; sleep 0.1; done
+    sleep 0.4
+    [ "$ini" = iser_rs ] && tmf=$(( $(session_stat tmf_invalidations) - tmf0 )) || tmf=?
+    for ((i = 0; i < 600; i++)); do [ "$(probes)" -ge 1 ] && break; sleep 0.1; done
+    wait "$wl"; rc=$?
+    wait_logged_in 60 || die "$v: session not back"
+    peer_fio_verify "$disk" --rw=randwrite --bs=64k --iodepth=8 --size=4M ||
+        { cat /tmp/peer-fio.log; die "$v: fio verify after the probe"; }
+    logout_all
+    if [ "$ini" = iser_rs ]; then wait_live_zero || die "$v: live objects after logout: $(live_counts)"; fi
+    stop_peer quiet
+    ae=$(peer_stat probes_access_error) ok=$(peer_stat probes_succeeded) oe=$(peer_stat probes_other_error)
+    probe=$(grep -m1 -E "probe with STag" "$PEER_LOG" | sed 's/^.*probe with/probe with/')
+    log "$v: TMFs $(peer_stat tmfs) (aborts $(peer_stat aborts)), probe: access error $ae, succeeded $ok, other $oe; $probe; dd rc $rc; tmf_invalidations +$tmf"
+    [ "$(peer_stat tmfs)" -ge 1 ] || fails+=("$v: no TMF reached the peer")
+    [ "$ok" = 0 ] || fails+=("$v: the released command's STag was still valid ($ok probes succeeded)")
+    [ "$ae" -ge 1 ] || fails+=("$v: no probe ended in a remote access error ($oe other errors)")
+    [ "$ini" != iser_rs ] || [ "$tmf" -ge 1 ] || fails+=("$v: iser_rs invalidated nothing for the TMF (tmf_invalidations +$tmf)")
+done
+rm -f /tmp/abort-probe.pat
+[ "$ini" = iser_rs ] && { rmmod iser_rs || die "rmmod iser_rs"; }
+[ ${#fails[@]} -eq 0 ] || die "${fails[*]}"
