@@ -483,9 +483,11 @@ impl TmfInFlight {
     }
 
     fn record(&self, bhs: &[u8]) {
-        for (w, c) in self.words.iter().zip(bhs.chunks_exact(8)) {
+        for (i, w) in self.words.iter().enumerate() {
             let mut b = [0u8; 8];
-            b.copy_from_slice(c);
+            if let Some(c) = bhs.get(i * 8..i * 8 + 8) {
+                b.copy_from_slice(c);
+            }
             w.store(u64::from_ne_bytes(b), Ordering::Release);
         }
     }
@@ -493,8 +495,10 @@ impl TmfInFlight {
     /// The recorded request if its ITT (bytes 16..20) is `itt`; forgets it.
     fn take(&self, itt: [u8; 4]) -> Option<[u8; 24]> {
         let mut req = [0u8; 24];
-        for (w, c) in self.words.iter().zip(req.chunks_exact_mut(8)) {
-            c.copy_from_slice(&w.load(Ordering::Acquire).to_ne_bytes());
+        for (i, w) in self.words.iter().enumerate() {
+            if let Some(c) = req.get_mut(i * 8..i * 8 + 8) {
+                c.copy_from_slice(&w.load(Ordering::Acquire).to_ne_bytes());
+            }
         }
         if req[0] & 0x3f != proto::bhs::OP_TMF_REQ || req[16..20] != itt {
             return None;
