@@ -633,3 +633,20 @@ session_stat() {
 session_param() {
     iscsiadm -m session -P3 2>/dev/null | sed -n "s/^[[:space:]]*$1: *//p" | head -1
 }
+
+# stats_loop_start / stats_loop_stop: `iscsiadm -m session -s` (the
+# transport's get_stats) in a loop in the background, so that it races the
+# connection teardowns a case provokes (ep_disconnect frees the endpoint
+# get_stats reads). stats_loop_stop echoes how many times it ran.
+STATS_LOOP_PID= STATS_LOOP_FILE=/tmp/stats-loop.count
+stats_loop_start() {
+    : > "$STATS_LOOP_FILE"
+    ( while :; do iscsiadm -m session -s >/dev/null 2>&1; echo >> "$STATS_LOOP_FILE"; done ) &
+    STATS_LOOP_PID=$!
+}
+stats_loop_stop() {
+    [ -n "$STATS_LOOP_PID" ] && kill "$STATS_LOOP_PID" 2>/dev/null
+    wait "$STATS_LOOP_PID" 2>/dev/null
+    STATS_LOOP_PID=
+    wc -l < "$STATS_LOOP_FILE"
+}

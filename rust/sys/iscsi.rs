@@ -611,6 +611,11 @@ unsafe extern "C" fn ep_disconnect_tr<T: TransportOps>(ep: *mut b::iscsi_endpoin
             );
         }
     }
+    // `get_stats` reads the endpoint through the slot inside an RCU
+    // read-side section, and nothing serialises it with this call (it runs
+    // under the netlink mutex, a disconnect from the connection-error work
+    // does not): wait for any such reader before the object goes.
+    super::rcu::synchronize();
     // SAFETY: the box was pinned when created.
     T::ep_disconnect(unsafe { Pin::new_unchecked(obj) });
     // SAFETY: the endpoint is ours and no longer referenced.
@@ -843,9 +848,14 @@ unsafe extern "C" fn get_stats_tr<T: TransportOps>(
         s.r2t_pdus = c.r2t_pdus_cnt;
         s.tmfcmd_pdus = c.tmfcmd_pdus_cnt;
         s.tmfrsp_pdus = c.tmfrsp_pdus_cnt as u32;
-        if let Some(ep) = conn_ep::<T>(conn) {
-            T::stats(ep, s);
-        }
+        // The endpoint may be disconnected concurrently (see
+        // `ep_disconnect_tr`, which clears the slot, then waits out RCU
+        // readers before freeing it).
+        super::rcu::read_section(|| {
+            if let Some(ep) = conn_ep::<T>(conn) {
+                T::stats(ep, s);
+            }
+        });
     }
 }
 

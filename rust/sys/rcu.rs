@@ -124,3 +124,20 @@ impl<T> Drop for RcuSlot<T> {
         }
     }
 }
+
+/// Waits for every RCU read-side section that started before the call.
+/// Process context (sleeps).
+pub(crate) fn synchronize() {
+    // SAFETY: may sleep; callers are in process context.
+    unsafe { b::iser_rs_synchronize_rcu() };
+}
+
+/// Runs `f` inside an RCU read-side section (no sleeping in `f`).
+pub(crate) fn read_section<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: plain RCU read lock, released below.
+    unsafe { b::iser_rs_rcu_read_lock() };
+    let r = f();
+    // SAFETY: taken above by this thread.
+    unsafe { b::iser_rs_rcu_read_unlock() };
+    r
+}

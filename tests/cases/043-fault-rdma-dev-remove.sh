@@ -5,7 +5,9 @@
 # fails, iscsid tears it down, and its QP/CQ/MRs/PD release the device).
 # When the device returns the session recovers and verify is clean. Then
 # the device is removed once more with the session idle, the session is
-# logged out while the device is gone, and the module unloads.
+# logged out while the device is gone, and the module unloads. Meanwhile
+# `iscsiadm -m session -s` runs in a loop: get_stats must not read an
+# endpoint that the teardown frees (KASAN on the debug kernel).
 . "$(dirname "$0")/../lib.sh"
 restore() { # later cases need rxe0 and LIO's listener back, whatever happened
     rdma link show rxe0/1 >/dev/null 2>&1 || { rdma link add rxe0 type rxe netdev veth0; target_relisten; }
@@ -21,6 +23,7 @@ login_node $TGT_IP4:$TGT_PORT node.session.timeo.replacement_timeout=120 || die 
 disk=$(wait_disks | head -1) || die "no disk"
 c0=$(iser_connects)
 fio_loop_start "$disk" --rw=randwrite --bs=8k --iodepth=16 --size=8M
+stats_loop_start
 sleep 4
 log "before removal: $(live_counts)"
 t0=$(now_ms)
@@ -37,6 +40,7 @@ log "session back $ms ms after the device returned ($(( $(now_ms) - t0 )) ms aft
 sleep 3
 fio_loop_stop || die "fio verify across device removal"
 r=$FIO_LOOP_RESULT
+log "iscsiadm -m session -s ran $(stats_loop_stop) times across the removal"
 log "fio across device removal: $r (passes, I/Os verified), reconnects $(( $(iser_connects) - c0 ))"
 
 # Second removal, no I/O: log out while the device is gone, then unload.
