@@ -19,10 +19,12 @@ B_PORT=3262 B_IQN=iqn.2026-11.test.iser-rs:peer-b B_STATS=/tmp/iser-peer-b.stats
 rm -f $B_STATS
 "$PEER_BIN" --iqn $B_IQN --stats $B_STATS --steal-stags "$leak" "$PEER_ADDR" $B_PORT > /dev/null 2> $B_LOG &
 B_PID=$!
-trap 'case_cleanup; stop_peer quiet; kill $B_PID 2>/dev/null; wait $B_PID 2>/dev/null' EXIT
 for ((i = 0; i < 50; i++)); do grep -q "listening on" $B_LOG 2>/dev/null && break; sleep 0.1; done
 kill -0 $B_PID 2>/dev/null || { cat $B_LOG; die "peer B exited at start"; }
+trap 'kill $B_PID 2>/dev/null; wait $B_PID 2>/dev/null; case_cleanup' EXIT
 start_peer --mode stall --at 1000000000 --on read --leak-stags "$leak"
+# After start_peer, which sets its own EXIT trap: B goes too.
+trap 'case_cleanup; stop_peer quiet; kill $B_PID 2>/dev/null; wait $B_PID 2>/dev/null' EXIT
 disk_a=$(peer_login iser | head -1); [ -n "$disk_a" ] || die "login to peer A"
 iscsiadm -m discovery -t st -p "$PEER_ADDR:$B_PORT" -I iser >/dev/null || die "discovery of peer B"
 iscsiadm -m node -T $B_IQN -p "$PEER_ADDR:$B_PORT" -I iser --login >/dev/null || die "login to peer B"
