@@ -440,6 +440,8 @@ impl IserConn {
             if res.qp.post_recv(desc.cqe(), &desc.buf, res.lkey).is_err() {
                 self.counters.post_error();
                 self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
+            } else {
+                self.counters.rx_posted(1);
             }
         }
     }
@@ -459,6 +461,9 @@ impl IserConn {
         if self.failed.load(Ordering::Acquire) {
             self.counters.rx_dropped();
             return;
+        }
+        if !desc.login {
+            self.counters.rx_completed();
         }
         self.repost_orphans();
         let Some(conn) = self.iscsi.get() else { return };
@@ -549,7 +554,12 @@ impl IserConn {
         let ctx = proto::bhs::RxContext::full_feature(RX_DATA_LEN as u32);
         match proto::bhs::parse_received_send(msg, &ctx) {
             Ok(pdu) => self.complete(conn, desc, msg, &pdu),
-            Err(e) => self.proto_error(e),
+            Err(e) => return self.proto_error(e),
+        }
+        // A held TMF Response just made libiscsi release commands, whose
+        // own held responses' buffers `cleanup` orphaned: back to the ring.
+        if !self.failed.load(Ordering::Acquire) {
+            self.repost_orphans();
         }
     }
 

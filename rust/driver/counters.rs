@@ -46,7 +46,8 @@ counters! {
     responses: "SCSI Responses received.",
     deferred_completions: "Responses held until a local invalidation completed.",
     data_outs: "Unsolicited Data-Out PDUs sent.",
-    rx_posted: "Receive buffers posted for full feature phase.",
+    rx_posted: "Receive ring buffers posted (the ring at login, then every repost).",
+    rx_completed: "Receive ring completions (PDUs received into the ring); rx_posted - rx_completed is what the ring holds: RX_RING when idle.",
     send_queue_full: "PDUs refused for lack of a send slot or MR (the midlayer retries commands).",
     err_protocol: "Protocol errors by the target (connection failed).",
     err_completion: "Work completions with an error (not flushes).",
@@ -93,6 +94,9 @@ impl Counters {
     }
     pub(crate) fn rx_posted(&self, n: u64) {
         self.rx_posted.fetch_add(n, Ordering::Relaxed);
+    }
+    pub(crate) fn rx_completed(&self) {
+        self.rx_completed.fetch_add(1, Ordering::Relaxed);
     }
     pub(crate) fn tx_full(&self) {
         self.send_queue_full.fetch_add(1, Ordering::Relaxed);

@@ -17,9 +17,10 @@ nsess=$(iscsiadm -m session | wc -l)
 disks=$(session_disks)
 log "sessions: $nsess, disks: $(echo $disks)"
 if [ "${INITIATOR:-iser_rs}" = iser_rs ]; then
-    # Both connections run on rxe0: they share one PD (refcounted per device).
+    # Both connections run on rxe0, each with a PD of its own (an STag
+    # advertised on one connection names nothing the other can reach).
     counts=$(live_counts); log "live: $counts"
-    case "$counts" in *"live_conns=2 "*"live_pds=1 "*) ;; *) die "expected 2 connections sharing 1 PD: $counts" ;; esac
+    case "$counts" in *"live_conns=2 "*"live_pds=2 "*) ;; *) die "expected 2 connections with a PD each: $counts" ;; esac
 fi
 # Each LUN is seen twice (once per session): give every disk node its own
 # region so that no two writers overlap.

@@ -86,6 +86,9 @@ pub struct Config {
     pub abort_probe: bool,
     /// The mode fires only on READs (Some(true)) or WRITEs (Some(false)).
     pub on_reads: Option<bool>,
+    /// ABORT TASK of a stalled command: its SCSI Response, then Function
+    /// Complete, back to back (`--race-tmf`).
+    pub race_tmf: bool,
     /// Write the Read STag and VA of a stalled READ here (`--leak-stags`).
     pub leak_stags: Option<PathBuf>,
     /// On SIGUSR1, RDMA-Write through the STag in this file from our own
@@ -108,6 +111,9 @@ pub const USAGE: &str = "usage: iser-peer [options] ADDRESS [PORT]
   --every N              ... and again every N READ/WRITEs after that
                          (SIGUSR1 arms it at once, whatever --at says)
   --on read|write        ... only on READs / only on WRITEs
+  --race-tmf             answer ABORT TASK of a stalled command with the
+                         command's SCSI Response and then Function Complete,
+                         back to back
   --leak-stags FILE      when a READ is stalled, write its Read STag and VA
                          (hex) to FILE, for another peer instance
   --steal-stags FILE     on SIGUSR1, RDMA-Write 512 bytes through the STag in
@@ -157,6 +163,7 @@ impl Config {
             probe_delay_ms: 300,
             abort_probe: false,
             on_reads: None,
+            race_tmf: false,
             leak_stags: None,
             steal_stags: None,
             erl: 0,
@@ -192,6 +199,7 @@ impl Config {
                 "--probe" => c.probe = num(args.next(), &a)?,
                 "--probe-delay-ms" => c.probe_delay_ms = num(args.next(), &a)?,
                 "--abort-probe" => c.abort_probe = true,
+                "--race-tmf" => c.race_tmf = true,
                 "--leak-stags" => {
                     c.leak_stags = Some(args.next().ok_or("--leak-stags needs a file")?.into())
                 }

@@ -68,6 +68,7 @@ pub struct Counters {
     pub late_succeeded: u64,
     pub tmfs: u64,
     pub aborts: u64,
+    pub tmf_races: u64,
     pub nop_outs: u64,
     pub logouts: u64,
     pub completion_errors: u64,
@@ -860,6 +861,15 @@ impl Peer {
         let mut resp = 0u8;
         let mut released = Vec::new();
         match func {
+            1 if self.cfg.race_tmf && c.tasks.get(&rtt).is_some_and(|t| t.stalled) => {
+                self.c.aborts += 1;
+                self.c.tmf_races += 1;
+                log(&format!(
+                    "{}: ABORT TASK {rtt:#x}: SCSI Response first, then Function Complete",
+                    c.name
+                ));
+                self.finish(c, rtt)?;
+            }
             1 => {
                 self.c.aborts += 1;
                 if let Some(t) = c.tasks.remove(&rtt) {
