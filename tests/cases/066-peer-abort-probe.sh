@@ -2,7 +2,7 @@
 # STags of released commands (issue: abort, reset): the peer stalls one
 # command (a READ, whose Read STag the target may RDMA-Write, or a 64 KiB
 # WRITE, whose Write STag the target may RDMA-Read), the initiator releases
-# it through a TMF that the peer answers with Function Complete, and 300 ms
+# it through a TMF that the peer answers with Function Complete, and 4 s
 # later the peer uses that STag the way it was granted. Four ways to the
 # TMF: ABORT TASK after a 5 s SCSI timeout (READ and WRITE), LOGICAL UNIT
 # RESET and TARGET WARM RESET (sg_reset -d / -t) with the command stalled.
@@ -22,10 +22,11 @@ probes() { echo $(( $(peer_stat probes_access_error) + $(peer_stat probes_succee
 fails=()
 for v in abort:read abort:write lun-reset:read target-reset:write; do
     how=${v%%:*} dir=${v#*:}
-    # 1.5 s between the TMF Response and the probe: time to read iser_rs's
-    # counters before the failed probe breaks the connection (and a new
-    # connection starts them from zero).
-    start_peer --mode stall --at 1000000000 --on "$dir" --abort-probe --probe-delay-ms 1500
+    # 4 s between the TMF Response and the probe: time to read iser_rs's
+    # counters (iscsiadm takes over a second on the KASAN kernel) before
+    # the failed probe breaks the connection (and a new connection starts
+    # them from zero).
+    start_peer --mode stall --at 1000000000 --on "$dir" --abort-probe --probe-delay-ms 4000
     disk=$(peer_login iser | head -1); [ -n "$disk" ] || die "$v: login"
     dev=${disk#/dev/}
     sg=/dev/$(ls /sys/block/$dev/device/scsi_generic/)
@@ -48,7 +49,6 @@ for v in abort:read abort:write lun-reset:read target-reset:write; do
     target-reset) sg_reset -t "$sg" >/dev/null 2>&1 || log "$v: sg_reset -t returned $?" ;;
     esac
     for ((i = 0; i < 600; i++)); do [ "$(peer_stat tmfs)" -ge 1 ] && break; sleep 0.1; done
-    sleep 0.4
     [ "$ini" = iser_rs ] && tmf=$(( $(session_stat tmf_invalidations) - tmf0 )) || tmf=?
     for ((i = 0; i < 600; i++)); do [ "$(probes)" -ge 1 ] && break; sleep 0.1; done
     wait "$wl"; rc=$?
