@@ -748,10 +748,13 @@ fn then(conn: &IserConn, step: Then) {
     }
 }
 
-/// Local invalidation completed (softirq): complete the held response if
-/// the task still holds the command it was posted for and nothing else
-/// holds it.
-fn inv_done(itt: u32, cookie: u64, conn: &IserConn) {
+/// Runs a completion step on the command a completion handle names (raw
+/// ITT and cookie), under the back_lock, and does what it asks after the
+/// unlock. Nothing happens if the task no longer holds that command: it
+/// was released meanwhile (a TMF, whose own invalidation covered its MRs,
+/// or the error handler), and `cleanup` handed its held receive buffer
+/// back.
+fn on_command(conn: &IserConn, itt: u32, cookie: u64, f: impl FnOnce(&mut IserTask) -> Then) {
     let Some(iscsi) = conn.iscsi.get() else {
         return;
     };
@@ -759,15 +762,18 @@ fn inv_done(itt: u32, cookie: u64, conn: &IserConn) {
         let Some(mut task) = task else {
             return Then::Nothing;
         };
-        let Some(td) = task.data() else {
-            return Then::Nothing;
-        };
-        if td.cookie != cookie {
-            // The command was released meanwhile (a TMF, whose own
-            // invalidation covered this MR too); `cleanup` handed its held
-            // receive buffer back.
-            return Then::Nothing;
+        match task.data() {
+            Some(td) if td.cookie == cookie => f(td),
+            _ => Then::Nothing,
         }
+    });
+    then(conn, step);
+}
+
+/// Local invalidation completed (softirq): complete the held response if
+/// nothing else holds it.
+fn inv_done(itt: u32, cookie: u64, conn: &IserConn) {
+    on_command(conn, itt, cookie, |td| {
         let mut ok = true;
         if let Some(st) = td.stags.as_mut() {
             for s in td.inv_posted.as_slice() {
@@ -780,30 +786,16 @@ fn inv_done(itt: u32, cookie: u64, conn: &IserConn) {
         }
         completable(td)
     });
-    then(conn, step);
 }
 
 /// The last Send that read a command's pages completed (softirq): the
 /// device will not read them again; complete the held response if nothing
 /// else holds it.
 fn data_sent(itt: u32, cookie: u64, conn: &IserConn) {
-    let Some(iscsi) = conn.iscsi.get() else {
-        return;
-    };
-    let step = iscsi.with_ctask::<IserTask, _>(itt, |task| {
-        let Some(mut task) = task else {
-            return Then::Nothing;
-        };
-        let Some(td) = task.data() else {
-            return Then::Nothing;
-        };
-        if td.cookie != cookie {
-            return Then::Nothing;
-        }
+    on_command(conn, itt, cookie, |td| {
         td.send_pending = false;
         completable(td)
     });
-    then(conn, step);
 }
 
 /// `init_task`: nothing to prepare beyond what `alloc_pdu` did.

@@ -250,13 +250,20 @@ mod tests {
 
     #[test]
     fn parses() {
-        let c = p("--mode stall --at 5 --every 3 --no-private-data 192.0.2.1 3261").unwrap();
+        let c = p("--mode stall --at 5 --every 3 --no-private-data 192.0.2.1 3261")
+            .expect("a valid command line parses");
         assert_eq!(c.mode, Mode::Stall);
         assert_eq!((c.at, c.every), (5, 3));
         assert_eq!(c.private_data, PrivateData::None);
         assert_eq!(c.addr.port(), 3261);
         assert!(p("--mode nope 1.2.3.4").is_err());
         assert!(p("").is_err());
-        assert_eq!(p("2001:db8::1").unwrap().addr.port(), 3260);
+        assert_eq!(
+            p("2001:db8::1")
+                .expect("an IPv6 address parses")
+                .addr
+                .port(),
+            3260
+        );
     }
 }
