@@ -69,6 +69,18 @@ pub enum DataAck {
     Always,
 }
 
+/// What `--steal-stags` does with another target's STag (`--steal-how`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StealHow {
+    /// RDMA Write 512 bytes through it (a Read STag).
+    Write,
+    /// RDMA Read 512 bytes through it (a Write STag).
+    Read,
+    /// Answer our next data command with a SCSI Response sent as Send
+    /// with Invalidate naming it.
+    SendInv,
+}
+
 #[derive(Clone, Debug)]
 pub struct Config {
     pub addr: SocketAddr,
@@ -77,6 +89,9 @@ pub struct Config {
     pub mode: Mode,
     pub at: u64,
     pub every: u64,
+    /// Each time the mode is armed it fires on this many fitting data
+    /// commands in a row (`--burst`, default 1).
+    pub burst: u64,
     pub conn: Option<u64>,
     pub private_data: PrivateData,
     pub send_inv: bool,
@@ -89,11 +104,13 @@ pub struct Config {
     /// ABORT TASK of a stalled command: its SCSI Response, then Function
     /// Complete, back to back (`--race-tmf`).
     pub race_tmf: bool,
-    /// Write the Read STag and VA of a stalled READ here (`--leak-stags`).
+    /// Write the Read STag and VA of a stalled READ (the Write STag and VA
+    /// of a stalled WRITE) here (`--leak-stags`).
     pub leak_stags: Option<PathBuf>,
-    /// On SIGUSR1, RDMA-Write through the STag in this file from our own
-    /// connection (`--steal-stags`).
+    /// On SIGUSR1, use the STag in this file from our own connection, as
+    /// `steal_how` says (`--steal-stags`).
     pub steal_stags: Option<PathBuf>,
+    pub steal_how: StealHow,
     pub erl: u8,
     pub trdsl: u32,
     pub stats: Option<PathBuf>,
@@ -110,15 +127,25 @@ pub const USAGE: &str = "usage: iser-peer [options] ADDRESS [PORT]
   --at N                 the mode fires on the N-th READ/WRITE (default 40)
   --every N              ... and again every N READ/WRITEs after that
                          (SIGUSR1 arms it at once, whatever --at says)
+  --burst N              each time it is armed, the mode fires on N fitting
+                         READ/WRITEs in a row (default 1); stall never stalls
+                         the initiator's retry of a command it stalled (same
+                         direction, offset and length)
   --on read|write        ... only on READs / only on WRITEs
   --race-tmf             answer ABORT TASK of a stalled command with the
                          command's SCSI Response and then Function Complete,
                          back to back
   --leak-stags FILE      when a READ is stalled, write its Read STag and VA
-                         (hex) to FILE, for another peer instance
-  --steal-stags FILE     on SIGUSR1, RDMA-Write 512 bytes through the STag in
-                         FILE (another target's) from our own connection;
-                         counted as probes_*
+                         (hex) to FILE, for another peer instance; for a
+                         stalled WRITE its Write STag and VA
+  --steal-stags FILE     on SIGUSR1, use the STag in FILE (another target's)
+                         from our own connection, as --steal-how says
+  --steal-how HOW        write (default): RDMA-Write 512 bytes through it;
+                         read: RDMA-Read 512 bytes through it (both counted
+                         as probes_*); send-inv: answer our next READ/WRITE
+                         that has an STag with its SCSI Response as a Send
+                         with Invalidate naming the stolen STag (counted as
+                         steal_inv_completed / steal_inv_error)
   --conn K               ... only on the K-th normal-session connection
   --no-private-data      accept without private data (as tgt)
   --private-data HEX     accept with this iser_cm_hdr flags byte
@@ -155,6 +182,7 @@ impl Config {
             mode: Mode::Polite,
             at: 40,
             every: 0,
+            burst: 1,
             conn: None,
             private_data: PrivateData::Auto,
             send_inv: true,
@@ -166,6 +194,7 @@ impl Config {
             race_tmf: false,
             leak_stags: None,
             steal_stags: None,
+            steal_how: StealHow::Write,
             erl: 0,
             trdsl: 8192,
             stats: None,
@@ -184,6 +213,7 @@ impl Config {
                 }
                 "--at" => c.at = num(args.next(), &a)?,
                 "--every" => c.every = num(args.next(), &a)?,
+                "--burst" => c.burst = num(args.next(), &a)?,
                 "--conn" => c.conn = Some(num(args.next(), &a)?),
                 "--no-private-data" => c.private_data = PrivateData::None,
                 "--private-data" => {
@@ -205,6 +235,14 @@ impl Config {
                 }
                 "--steal-stags" => {
                     c.steal_stags = Some(args.next().ok_or("--steal-stags needs a file")?.into())
+                }
+                "--steal-how" => {
+                    c.steal_how = match args.next().as_deref() {
+                        Some("write") => StealHow::Write,
+                        Some("read") => StealHow::Read,
+                        Some("send-inv") => StealHow::SendInv,
+                        _ => return Err("--steal-how takes write, read or send-inv".into()),
+                    }
                 }
                 "--on" => {
                     c.on_reads = match args.next().as_deref() {
@@ -231,6 +269,9 @@ impl Config {
             .parse()
             .map_err(|_| "bad address")?;
         c.addr = SocketAddr::new(ip, port);
+        if c.burst == 0 {
+            return Err("--burst must be at least 1".into());
+        }
         if c.lun_mb == 0 || c.trdsl < 512 {
             return Err(
                 "LUN size and TargetRecvDataSegmentLength must be positive (trdsl >= 512)".into(),
@@ -265,5 +306,36 @@ mod tests {
                 .port(),
             3260
         );
+    }
+
+    #[test]
+    fn steal_how() {
+        let c = p("--steal-stags /tmp/f 192.0.2.1").expect("--steal-stags alone parses");
+        assert_eq!(c.steal_how, StealHow::Write, "write stays the default");
+        for (w, h) in [
+            ("write", StealHow::Write),
+            ("read", StealHow::Read),
+            ("send-inv", StealHow::SendInv),
+        ] {
+            let c = p(&format!("--steal-stags /tmp/f --steal-how {w} 192.0.2.1"))
+                .expect("a known --steal-how parses");
+            assert_eq!(c.steal_how, h);
+        }
+        assert!(
+            p("--steal-how 192.0.2.1").is_err(),
+            "a missing value is refused"
+        );
+        assert!(p("--steal-how sendinv 192.0.2.1").is_err());
+        assert!(p("192.0.2.1 --steal-how").is_err());
+    }
+
+    #[test]
+    fn burst() {
+        let c = p("192.0.2.1").expect("defaults parse");
+        assert_eq!(c.burst, 1);
+        let c = p("--mode stall --every 100 --burst 32 192.0.2.1").expect("--burst N parses");
+        assert_eq!((c.every, c.burst), (100, 32));
+        assert!(p("--burst 0 192.0.2.1").is_err());
+        assert!(p("--burst x 192.0.2.1").is_err());
     }
 }

@@ -2,14 +2,14 @@
 //! data movement, and the probing and hostile behaviours. Safe Rust over
 //! [`crate::verbs`].
 
-use crate::config::{Config, DataAck, Mode, PrivateData};
+use crate::config::{Config, DataAck, Mode, PrivateData, StealHow};
 use crate::scsi::{self, Action};
 use crate::sys::{ibv_wc_status, rdma_cm_event_type as Ev};
 use crate::verbs::{CmEvent, DmaBuf, Endpoint, IdKey, Local, Mr, Wc};
 use iser_proto::cm_private::{ISER_SEND_W_INV_NOT_SUP, ISER_ZBVA_NOT_SUP};
 use iser_proto::iser_hdr::{IserHeader, StagVa, ISER_HDR_LEN, ISER_RSV, ISER_VER, ISER_WSV};
 use iser_proto::login_keys::{pairs, parse_number, TextWriter};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -36,6 +36,11 @@ const K_READ: u64 = 4;
 const K_ZREAD: u64 = 5;
 const K_PROBE: u64 = 6;
 const K_LATE: u64 = 7;
+/// The SCSI Response of `--steal-how send-inv` (value: its send slot).
+const K_STEAL: u64 = 8;
+/// How many stalled commands `stall` remembers, so as not to stall the
+/// initiator's retry of one of them again.
+const STALLED_KEYS: usize = 1024;
 
 fn wr(kind: u64, v: u64) -> u64 {
     kind << 56 | (v & 0x00ff_ffff_ffff_ffff)
@@ -69,6 +74,8 @@ pub struct Counters {
     pub tmfs: u64,
     pub aborts: u64,
     pub tmf_races: u64,
+    pub steal_inv_completed: u64,
+    pub steal_inv_error: u64,
     pub nop_outs: u64,
     pub logouts: u64,
     pub completion_errors: u64,
@@ -139,6 +146,9 @@ struct Task {
     hostile: Option<Mode>,
     probe: Option<ProbePlan>,
     stalled: bool,
+    /// `--steal-how send-inv`: the status invalidates this STag (another
+    /// target's) instead of the command's own.
+    steal_inv: Option<u32>,
 }
 
 impl Task {
@@ -167,7 +177,14 @@ pub struct Peer {
     pub lun: Rc<DmaBuf>,
     pub c: Counters,
     pub conns: HashMap<IdKey, Conn>,
-    armed: bool,
+    /// How many more fitting data commands the mode fires on.
+    armed: u64,
+    /// (is a READ, byte offset, length) of commands `stall` stalled, until
+    /// the initiator retries them (that retry is not stalled again).
+    stalled_keys: VecDeque<(bool, u64, u64)>,
+    /// `--steal-how send-inv`: the STag our next data command's status
+    /// invalidates.
+    steal_inv: Option<u32>,
     next_probe: usize,
     normal_conns: u64,
     next_tsih: u16,
@@ -216,7 +233,9 @@ impl Peer {
             lun,
             c: Counters::default(),
             conns: HashMap::new(),
-            armed: false,
+            armed: 0,
+            stalled_keys: VecDeque::new(),
+            steal_inv: None,
             next_probe: 0,
             normal_conns: 0,
             next_tsih: 1,
@@ -231,11 +250,13 @@ impl Peer {
             return self.steal(&f);
         }
         log(&format!("mode {:?} armed by signal", self.cfg.mode));
-        self.armed = true;
+        self.armed = self.cfg.burst;
     }
 
-    /// `--steal-stags`: another target's Read STag, used from a
-    /// full-feature connection of ours at once.
+    /// `--steal-stags`: another target's STag, used from a full-feature
+    /// connection of ours: an RDMA Write or Read through it at once, or
+    /// (send-inv) a Send with Invalidate naming it as the status of our
+    /// next data command.
     fn steal(&mut self, f: &std::path::Path) {
         let text = std::fs::read_to_string(f).unwrap_or_default();
         let mut it = text
@@ -244,6 +265,35 @@ impl Peer {
         let (Some(Ok(stag)), Some(Ok(va))) = (it.next(), it.next()) else {
             log(&format!("steal: no STag in {}", f.display()));
             return;
+        };
+        let sv = StagVa {
+            stag: stag as u32,
+            va,
+        };
+        let (read, write, plan) = match self.cfg.steal_how {
+            StealHow::SendInv => {
+                log(&format!(
+                    "steal: the status of our next data command invalidates another target's STag {stag:#x}"
+                ));
+                self.steal_inv = Some(sv.stag);
+                return;
+            }
+            StealHow::Write => (
+                Some(sv),
+                None,
+                ProbePlan {
+                    on: Dir::Read,
+                    rdma_write: true,
+                },
+            ),
+            StealHow::Read => (
+                None,
+                Some(sv),
+                ProbePlan {
+                    on: Dir::Write,
+                    rdma_write: false,
+                },
+            ),
         };
         let Some(c) = self
             .conns
@@ -254,23 +304,12 @@ impl Peer {
             return;
         };
         log(&format!(
-            "{}: steal: RDMA Write through another target's STag {stag:#x} va {va:#x}",
-            c.name
+            "{}: steal: RDMA {} through another target's STag {stag:#x} va {va:#x}",
+            c.name,
+            if plan.rdma_write { "Write" } else { "Read" }
         ));
-        c.timers.push((
-            Instant::now(),
-            Timer::Probe {
-                read: Some(StagVa {
-                    stag: stag as u32,
-                    va,
-                }),
-                write: None,
-                plan: ProbePlan {
-                    on: Dir::Read,
-                    rdma_write: true,
-                },
-            },
-        ));
+        c.timers
+            .push((Instant::now(), Timer::Probe { read, write, plan }));
     }
 
     fn blocks(&self) -> u64 {
@@ -486,6 +525,26 @@ impl Peer {
             ));
             return Err(format!("{what} ended the connection"));
         }
+        if kind == K_STEAL {
+            if let Ok(slot) = u32::try_from(val) {
+                c.send_free.push(slot);
+            }
+            if w.ok {
+                self.c.steal_inv_completed += 1;
+                log(&format!(
+                    "{}: Send with Invalidate of another target's STag completed at our side",
+                    c.name
+                ));
+                return Ok(());
+            }
+            self.c.steal_inv_error += 1;
+            log(&format!(
+                "{}: Send with Invalidate of another target's STag failed: {}",
+                c.name,
+                w.status_str()
+            ));
+            return Err("the Send with Invalidate ended the connection".into());
+        }
         if !w.ok {
             if c.closing || w.status == ibv_wc_status::IBV_WC_WR_FLUSH_ERR {
                 return Ok(());
@@ -520,7 +579,9 @@ impl Peer {
                 r
             }
             K_SEND => {
-                c.send_free.push(val as u32);
+                if let Ok(slot) = u32::try_from(val) {
+                    c.send_free.push(slot);
+                }
                 Ok(())
             }
             K_READ => {
@@ -922,8 +983,16 @@ impl Peer {
         Ok(())
     }
 
-    /// Does the armed hostile mode fire on this task?
-    fn take_hostile(&mut self, c: &Conn, dir: Dir, has_stag: bool) -> Option<Mode> {
+    /// Does the armed hostile mode fire on this task? `key`: its
+    /// direction, offset and length (a retry of a stalled command has the
+    /// same).
+    fn take_hostile(
+        &mut self,
+        c: &Conn,
+        dir: Dir,
+        has_stag: bool,
+        key: (bool, u64, u64),
+    ) -> Option<Mode> {
         let m = self.cfg.mode;
         if matches!(m, Mode::Polite | Mode::LoginDigest | Mode::LoginNoRdma) {
             return None;
@@ -931,7 +1000,7 @@ impl Peer {
         if self.cfg.conn.is_some_and(|k| k != c.index) {
             return None;
         }
-        if !self.armed {
+        if self.armed == 0 {
             return None;
         }
         let fits = match m {
@@ -944,7 +1013,19 @@ impl Peer {
         if !fits {
             return None;
         }
-        self.armed = false;
+        if m == Mode::Stall {
+            // The initiator's retry of a command we stalled (after its
+            // abort): let it through, or the SCSI layer escalates.
+            if let Some(i) = self.stalled_keys.iter().position(|k| *k == key) {
+                self.stalled_keys.remove(i);
+                return None;
+            }
+            if self.stalled_keys.len() >= STALLED_KEYS {
+                self.stalled_keys.pop_front();
+            }
+            self.stalled_keys.push_back(key);
+        }
+        self.armed -= 1;
         self.c.mode_events += 1;
         Some(m)
     }
@@ -963,10 +1044,10 @@ impl Peer {
         cdb.copy_from_slice(&bhs[32..48]);
         let lun = u16::from_be_bytes([bhs[8], bhs[9]]) as u64 & 0x3fff;
         let action = scsi::decide(&cdb, lun, self.blocks());
-        let dir = match action {
-            Action::ReadLun(..) => Dir::Read,
-            Action::WriteLun(..) => Dir::Write,
-            _ => Dir::None,
+        let (dir, key) = match action {
+            Action::ReadLun(o, l) => (Dir::Read, (true, o, l)),
+            Action::WriteLun(o, l) => (Dir::Write, (false, o, l)),
+            _ => (Dir::None, (false, 0, 0)),
         };
         if dir != Dir::None {
             self.c.data_commands += 1;
@@ -977,12 +1058,12 @@ impl Peer {
                 && (n - self.cfg.at).is_multiple_of(self.cfg.every))
                 || n == self.cfg.at
             {
-                self.armed = true;
+                self.armed = self.cfg.burst;
             }
         }
         let has_stag = ih.read.is_some() || ih.write.is_some();
         let hostile = if dir != Dir::None {
-            self.take_hostile(c, dir, has_stag)
+            self.take_hostile(c, dir, has_stag, key)
         } else {
             None
         };
@@ -1015,7 +1096,19 @@ impl Peer {
             hostile,
             probe,
             stalled: false,
+            steal_inv: if dir != Dir::None && has_stag {
+                self.steal_inv.take()
+            } else {
+                None
+            },
         };
+        if let Some(k) = t.steal_inv {
+            self.c.mode_events += 1;
+            log(&format!(
+                "{}: steal: the status of ITT {itt:#x} will invalidate another target's STag {k:#x}",
+                c.name
+            ));
+        }
         if let Some(m) = hostile {
             log(&format!(
                 "{}: mode {m:?} fires on ITT {itt:#x} (data command {})",
@@ -1174,7 +1267,11 @@ impl Peer {
         if hostile == Some(Mode::Stall) {
             if let Some(t) = c.tasks.get_mut(&itt) {
                 t.stalled = true;
-                if let (Some(f), Some(r)) = (&self.cfg.leak_stags, t.read) {
+                // The STag the command granted us: a READ's Read STag, a
+                // WRITE's Write STag (there is none when all of its data
+                // came as immediate data).
+                let sv = if t.dir == Dir::Write { t.write } else { t.read };
+                if let (Some(f), Some(r)) = (&self.cfg.leak_stags, sv) {
                     let _ = std::fs::write(f, format!("{:#x} {:#x}\n", r.stag, r.va));
                 }
             }
@@ -1212,6 +1309,16 @@ impl Peer {
         r[16..20].copy_from_slice(&itt.to_be_bytes());
         c.status_fields(&mut r, true);
         let mut inv = if c.remote_inv { t.stag() } else { None };
+        let mut kind = K_SEND;
+        if let Some(k) = t.steal_inv {
+            log(&format!(
+                "{}: status of ITT {itt:#x} by Send with Invalidate of another target's STag {k:#x} (ours: {:x?})",
+                c.name,
+                t.stag()
+            ));
+            inv = Some(k);
+            kind = K_STEAL;
+        }
         let mut flags = ISER_VER;
         let mut sense = t.sense.clone();
         match t.hostile {
@@ -1262,7 +1369,7 @@ impl Peer {
         if inv.is_some() {
             self.c.send_inv += 1;
         }
-        self.send(c, &r, &sense, inv, flags)?;
+        self.send_kind(c, &r, &sense, inv, flags, kind)?;
         if t.hostile == Some(Mode::DupStatus) {
             log(&format!(
                 "{}: mode DupStatus: status of ITT {itt:#x} again",
@@ -1312,6 +1419,20 @@ impl Peer {
         inv: Option<u32>,
         flags: u8,
     ) -> Result<(), String> {
+        self.send_kind(c, bhs, data, inv, flags, K_SEND)
+    }
+
+    /// [`Self::send`] with the work request kind its completion is
+    /// counted under (K_SEND or K_STEAL).
+    fn send_kind(
+        &mut self,
+        c: &mut Conn,
+        bhs: &[u8; BHS],
+        data: &[u8],
+        inv: Option<u32>,
+        flags: u8,
+        kind: u64,
+    ) -> Result<(), String> {
         let mut b = bhs.to_owned();
         let dsl = data.len() as u32;
         b[5..8].copy_from_slice(&dsl.to_be_bytes()[1..]);
@@ -1324,16 +1445,27 @@ impl Peer {
         m.extend_from_slice(&b);
         m.extend_from_slice(data);
         m.resize(m.len() + pad, 0);
-        self.send_raw(c, &m, inv)
+        self.send_raw_kind(c, &m, inv, kind)
     }
 
     fn send_raw(&mut self, c: &mut Conn, m: &[u8], inv: Option<u32>) -> Result<(), String> {
+        self.send_raw_kind(c, m, inv, K_SEND)
+    }
+
+    fn send_raw_kind(
+        &mut self,
+        c: &mut Conn,
+        m: &[u8],
+        inv: Option<u32>,
+        kind: u64,
+    ) -> Result<(), String> {
         if m.len() > SEND_SLOT {
             let buf = DmaBuf::new(m.len()).map_err(|e| e.to_string())?;
             buf.write(0, m);
             let mr = c.ep.register(&buf).map_err(|e| e.to_string())?;
+            // Not a slot: its completion returns nothing to `send_free`.
             c.ep.send(
-                wr(K_SEND, u32::MAX as u64 + 1),
+                wr(kind, u32::MAX as u64 + 1),
                 Local {
                     mr: &mr,
                     off: 0,
@@ -1349,7 +1481,7 @@ impl Peer {
         let off = slot as usize * SEND_SLOT;
         c.send.buf.write(off, m);
         c.ep.send(
-            wr(K_SEND, slot as u64),
+            wr(kind, slot as u64),
             Local {
                 mr: &c.send,
                 off,
