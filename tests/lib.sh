@@ -209,7 +209,7 @@ fio_verify() {
 }
 
 # --- kernel reports ----------------------------------------------------------
-REPORT_RE='BUG:|WARNING:|Oops|KASAN|UBSAN|possible circular locking|possible recursive locking|inconsistent lock state|sleeping function called from invalid context|kmemleak:.*new suspected|general protection fault|Kernel panic|list_add corruption|list_del corruption|refcount_t:|INFO: task .* blocked'
+REPORT_RE='STag guarantee broken|BUG:|WARNING:|Oops|KASAN|UBSAN|possible circular locking|possible recursive locking|inconsistent lock state|sleeping function called from invalid context|kmemleak:.*new suspected|general protection fault|Kernel panic|list_add corruption|list_del corruption|refcount_t:|INFO: task .* blocked'
 
 # kernel_reports: print the report lines of the kernel log (empty: clean).
 kernel_reports() {

@@ -130,6 +130,9 @@ pub(crate) struct IserConn {
     ffp: AtomicBool,
     ring_posted: AtomicBool,
     drained: AtomicBool,
+    /// The QP is flushed (drain returned) or gone: nothing the target
+    /// sends can reach any of this connection's STags any more.
+    flushed: AtomicBool,
     /// A failure was reported (`conn_error`): receives are dropped.
     failed: AtomicBool,
     /// A Logout Response arrived: the target's disconnect that follows is
@@ -162,6 +165,7 @@ impl IserConn {
                 ffp: AtomicBool::new(false),
                 ring_posted: AtomicBool::new(false),
                 drained: AtomicBool::new(false),
+                flushed: AtomicBool::new(false),
                 failed: AtomicBool::new(false),
                 logged_out: AtomicBool::new(false),
                 login_tx_user: AtomicU32::new(u32::MAX),
@@ -219,7 +223,11 @@ impl IserConn {
         }
     }
 
-    /// Reports a connection error to libiscsi (which tells iscsid).
+    /// Whether the QP is flushed or gone (`quiesce` finished draining).
+    pub(crate) fn qp_flushed(&self) -> bool {
+        self.flushed.load(Ordering::Acquire)
+    }
+
     /// Reports a connection failure to libiscsi/iscsid (any context).
     /// From here on nothing this connection receives reaches libiscsi: a
     /// response that arrives behind the PDU that broke the rules (in the
@@ -592,6 +600,7 @@ impl IserConn {
             if let Some(qp) = qp {
                 qp.drain();
             }
+            self.flushed.store(true, Ordering::Release);
             if self.state() == State::Up {
                 self.state.store(State::Down as u8, Ordering::Release);
             }

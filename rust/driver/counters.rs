@@ -54,6 +54,8 @@ counters! {
     err_post: "Failed post_send/post_recv calls.",
     rx_dropped: "PDUs received after a reported connection failure, not delivered.",
     tmf_invalidations: "STags invalidated locally before a successful TMF Response was delivered.",
+    tmf_send_waits: "Successful TMF Responses that arrived before their request's Send completed and were held for it (and for no invalidation).",
+    released_valid_stags: "STags (MRs) still valid on a live QP when libiscsi released their command: a broken guarantee, 0 on every path the tests drive.",
 }
 
 impl Counters {
@@ -113,6 +115,14 @@ impl Counters {
     pub(crate) fn tmf_inv(&self, n: u64) {
         self.tmf_invalidations.fetch_add(n, Ordering::Relaxed);
         self.local_invalidations.fetch_add(n, Ordering::Relaxed);
+    }
+    pub(crate) fn tmf_send_wait(&self) {
+        self.tmf_send_waits.fetch_add(1, Ordering::Relaxed);
+    }
+    /// Counts one; returns the count before (0: the first on this
+    /// connection).
+    pub(crate) fn released_valid(&self) -> u64 {
+        self.released_valid_stags.fetch_add(1, Ordering::Relaxed)
     }
     pub(crate) fn post_error(&self) {
         self.err_post.fetch_add(1, Ordering::Relaxed);

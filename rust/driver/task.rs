@@ -24,7 +24,7 @@ use crate::sys::verbs::{
     CqeHandler, Device, DmaSlots, MappedSg, Mr, Pd, RegReq, RemoteAccess, SendPayload, Sge,
     SlotToken, Wc, WithCqe,
 };
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use kernel::error::code::EINVAL;
 use kernel::prelude::*;
 
@@ -56,6 +56,11 @@ struct MrSlot {
     owner_itt: AtomicU64,
     /// That command's raw LUN field.
     owner_lun: AtomicU64,
+    /// A successful TMF covering the owner posted a LOCAL_INV for this MR
+    /// (its response reaches libiscsi only once that completed): the
+    /// owner's STag is dead when libiscsi releases it. Cleared at the next
+    /// registration.
+    tmf_invalidated: AtomicBool,
 }
 
 /// Low half of `MrSlot::owner_itt` for an MR out of the pool.
@@ -79,6 +84,7 @@ impl MrPool {
                     dirty: AtomicBool::new(false),
                     owner_itt: AtomicU64::new(0),
                     owner_lun: AtomicU64::new(0),
+                    tmf_invalidated: AtomicBool::new(false),
                 },
                 GFP_KERNEL,
             )?;
@@ -101,6 +107,7 @@ impl MrPool {
     /// Records the command that registers MR `i` (before the post).
     fn set_owner(&self, i: u16, itt: u32, lun: [u8; 8]) {
         if let Some(s) = self.slots.get(i as usize) {
+            s.tmf_invalidated.store(false, Ordering::Relaxed);
             s.owner_lun
                 .store(u64::from_ne_bytes(lun), Ordering::Relaxed);
             s.owner_itt
@@ -118,8 +125,9 @@ impl MrPool {
         }
     }
 
-    /// The rkeys of the MRs held by commands in `scope`.
-    fn rkeys_in(&self, scope: &proto::task::TmfScope) -> impl Iterator<Item = u32> + '_ {
+    /// The rkeys of the MRs held by commands in `scope`, each marked as
+    /// invalidated by the TMF (the caller posts their LOCAL_INVs).
+    fn claim_for_tmf(&self, scope: &proto::task::TmfScope) -> impl Iterator<Item = u32> + '_ {
         let scope = *scope;
         self.slots.iter().filter_map(move |s| {
             let owner = s.owner_itt.load(Ordering::Acquire);
@@ -127,10 +135,19 @@ impl MrPool {
                 return None;
             }
             let lun = s.owner_lun.load(Ordering::Relaxed).to_ne_bytes();
-            scope
-                .covers((owner >> 32) as u32, &lun)
-                .then(|| s.mr.rkey())
+            if !scope.covers((owner >> 32) as u32, &lun) {
+                return None;
+            }
+            s.tmf_invalidated.store(true, Ordering::Relaxed);
+            Some(s.mr.rkey())
         })
+    }
+
+    /// Whether a successful TMF invalidated MR `i` for its current owner.
+    fn tmf_invalidated(&self, i: u16) -> bool {
+        self.slots
+            .get(i as usize)
+            .is_some_and(|s| s.tmf_invalidated.load(Ordering::Relaxed))
     }
 
     /// Takes the slot's "invalidate first" mark.
@@ -198,6 +215,9 @@ impl CqeHandler for TxDesc {
             res.tx.slots.release_index(this.index);
         }
         conn.login_tx_done(this.index);
+        if conn.tmf.is_request_send(this.index) && conn.tmf.update(|r| r.send_completed()) {
+            deliver_held_tmf(conn);
+        }
         let cookie = this.owner_cookie.swap(0, Ordering::AcqRel);
         if cookie != 0 {
             data_sent(this.owner_itt.load(Ordering::Relaxed), cookie, conn);
@@ -469,20 +489,29 @@ impl InvPool {
 
 /// The TMF request on the wire: the first 24 bytes of its BHS (function,
 /// LUN, ITT, Referenced Task Tag), recorded by `xmit_mgmt` before the post
-/// and taken by its response. libiscsi sends one TMF at a time
-/// (`conn->tmf_state`).
+/// and taken by its response; the header slot of its Send; and what a
+/// successful response still waits for (`proto::task::TmfRelease`).
+/// libiscsi sends one TMF at a time (`conn->tmf_state`).
 pub(crate) struct TmfInFlight {
     words: [AtomicU64; 3],
+    /// Header slot of the request's Send (always signaled); `u32::MAX`
+    /// once its completion was seen, or none.
+    send_slot: AtomicU32,
+    /// `TmfRelease::to_bits`.
+    release: AtomicU8,
 }
 
 impl TmfInFlight {
     pub(crate) const fn new() -> Self {
         TmfInFlight {
             words: [const { AtomicU64::new(0) }; 3],
+            send_slot: AtomicU32::new(u32::MAX),
+            release: AtomicU8::new(proto::task::TmfRelease::request_posted().to_bits()),
         }
     }
 
-    fn record(&self, bhs: &[u8]) {
+    /// Records a TMF request about to be posted from header slot `slot`.
+    fn record(&self, bhs: &[u8], slot: u32) {
         for (i, w) in self.words.iter().enumerate() {
             let mut b = [0u8; 8];
             if let Some(c) = bhs.get(i * 8..i * 8 + 8) {
@@ -490,6 +519,37 @@ impl TmfInFlight {
             }
             w.store(u64::from_ne_bytes(b), Ordering::Release);
         }
+        self.release.store(
+            proto::task::TmfRelease::request_posted().to_bits(),
+            Ordering::Release,
+        );
+        self.send_slot.store(slot, Ordering::Release);
+    }
+
+    /// Whether the Send in header slot `slot` is the TMF request's (true
+    /// once: the record is consumed).
+    fn is_request_send(&self, slot: u32) -> bool {
+        slot != u32::MAX
+            && self
+                .send_slot
+                .compare_exchange(slot, u32::MAX, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Applies one event to the release state; returns what the event
+    /// returned (true: deliver the held response now). Only the
+    /// connection's CQ handler calls it, so events never run
+    /// concurrently; the atomic keeps it sound if they did.
+    fn update(&self, event: impl Fn(&mut proto::task::TmfRelease) -> bool) -> bool {
+        let mut go = false;
+        let _ = self
+            .release
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+                let mut r = proto::task::TmfRelease::from_bits(b);
+                go = event(&mut r);
+                Some(r.to_bits())
+            });
+        go
     }
 
     /// The recorded request if its ITT (bytes 16..20) is `itt`; forgets it.
@@ -527,7 +587,7 @@ impl TmfInvDesc {
 
 impl CqeHandler for TmfInvDesc {
     type Ctx = IserConn;
-    fn done(this: &WithCqe<Self>, conn: &IserConn, wc: &Wc<'_>) {
+    fn done(_this: &WithCqe<Self>, conn: &IserConn, wc: &Wc<'_>) {
         if !wc.ok() {
             // Flushed: the connection is going away and the response is
             // never delivered; recovery fails the commands once the QP is
@@ -542,22 +602,35 @@ impl CqeHandler for TmfInvDesc {
             }
             return;
         }
-        let held = this.held.swap(NO_HELD, Ordering::AcqRel);
-        if held != NO_HELD {
-            conn.complete_deferred((held >> 32) as u16, held as u32);
+        if conn.tmf.update(|r| r.invalidations_completed()) {
+            deliver_held_tmf(conn);
         }
     }
 }
 
-/// Applies the STag rule to a TMF Response (softirq): when the target
-/// answers Function Complete, libiscsi fails the commands the function
-/// covers as soon as it sees the response, and their pages go back to the
-/// block layer. So the MRs those commands hold are invalidated locally
-/// first (one LOCAL_INV each, the last signaled) and the response, with
-/// its receive buffer `rx`, is held until that completes
-/// (`TmfInvDesc::done`). Another answer releases nothing (libiscsi
-/// escalates, and a later success or the connection's recovery comes by
-/// here or by the drained QP).
+/// Hands the held TMF Response to libiscsi (softirq): everything it
+/// waited for completed.
+fn deliver_held_tmf(conn: &IserConn) {
+    let held = match conn.resources() {
+        Some(res) => res.tmf_inv.held.swap(NO_HELD, Ordering::AcqRel),
+        None => return,
+    };
+    if held != NO_HELD {
+        conn.complete_deferred((held >> 32) as u16, held as u32);
+    }
+}
+
+/// Applies the STag and Send rules to a TMF Response (softirq): when the
+/// target answers Function Complete, libiscsi fails the commands the
+/// function covers as soon as it sees the response, and their pages go
+/// back to the block layer. So the MRs those commands hold are invalidated
+/// locally first (one LOCAL_INV each, the last signaled), and the
+/// response, with its receive buffer `rx`, is held until that completed
+/// (`TmfInvDesc::done`) and until the TMF request's own Send completed
+/// (`TxDesc::done`: every Send that read a covered command's pages was
+/// posted before it, and the send queue completes in order). Another
+/// answer releases nothing (libiscsi escalates, and a later success or the
+/// connection's recovery comes by here or by the drained QP).
 pub(crate) fn on_tmf_response(
     conn: &IserConn,
     pdu: &proto::bhs::TargetPdu<'_>,
@@ -591,7 +664,7 @@ pub(crate) fn on_tmf_response(
     // goes signaled.
     let mut last = None;
     let mut n = 0u64;
-    for rkey in res.mrs.rkeys_in(&scope) {
+    for rkey in res.mrs.claim_for_tmf(&scope) {
         if let Some(prev) = last.replace(rkey) {
             if res
                 .qp
@@ -603,14 +676,23 @@ pub(crate) fn on_tmf_response(
             n += 1;
         }
     }
-    let Some(rkey) = last else {
+    if let Some(rkey) = last {
+        if res.qp.post_local_inv(d.cqe(), &[rkey]).is_err() {
+            return tmf_inv_failed(conn);
+        }
+        conn.counters.tmf_inv(n + 1);
+    }
+    // Their completion comes through this same CQ, after this handler
+    // returns: the state says "pending" before it can arrive.
+    let invs_posted = last.is_some();
+    if conn.tmf.update(|r| r.response(invs_posted)) {
         d.held.store(NO_HELD, Ordering::Release);
         return RspAction::CompleteNow;
-    };
-    if res.qp.post_local_inv(d.cqe(), &[rkey]).is_err() {
-        return tmf_inv_failed(conn);
     }
-    conn.counters.tmf_inv(n + 1);
+    if !invs_posted {
+        // Held for the request's Send alone (see `TmfRelease`).
+        conn.counters.tmf_send_wait();
+    }
     RspAction::Deferred
 }
 
@@ -1084,7 +1166,7 @@ fn xmit_mgmt(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
         return Err(ENOBUFS());
     };
     if bhs[0] & 0x3f == proto::bhs::OP_TMF_REQ {
-        conn.tmf.record(&bhs[..24]);
+        conn.tmf.record(&bhs[..24], slot.index());
     }
     if !is_login && data_len == 0 {
         let h = fill_hdr(&res.tx.slots, &mut slot, &iser, &bhs[..hdr_len], res.lkey);
@@ -1140,9 +1222,17 @@ fn xmit_mgmt(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     Ok(())
 }
 
-/// `cleanup_task`: unmaps the data and returns the MRs; an MR whose STag
-/// may still be valid (the command was aborted) is marked for
-/// invalidation before its next registration.
+/// `cleanup_task`: unmaps the data and returns the MRs.
+///
+/// By the time libiscsi releases a command its STags are dead on every
+/// path: invalidated by its response's rules, by the local invalidations
+/// of a successful TMF covering it (`MrPool::tmf_invalidated`), or
+/// unreachable because the connection's QP is flushed (its own PD: no other
+/// QP can use them) or destroyed. A release that finds an STag valid on a
+/// live QP breaks that rule: it is counted (`released_valid_stags`, which
+/// the guest cases check stays 0), logged once per connection, and the MR
+/// is invalidated before its next registration. An MR registered for local
+/// access only (never advertised) is invalidated that way too.
 pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
     let Some(td) = task.data() else { return };
     let live = td.stags.as_ref().is_some_and(|s| !s.no_live_stags());
@@ -1159,9 +1249,17 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
         // receive buffer goes back to the ring (from the receive path).
         c.orphan_rx(rx);
     }
-    if let Some(res) = conn.and_then(|c| c.resources()) {
-        for i in mrs.into_iter().flatten() {
-            res.mrs.put(i, live || local_only);
+    if let Some(c) = conn {
+        if let Some(res) = c.resources() {
+            for i in mrs.into_iter().flatten() {
+                let valid = live && !res.mrs.tmf_invalidated(i);
+                if valid && !c.qp_flushed() && c.counters.released_valid() == 0 {
+                    pr_err!(
+                        "STag guarantee broken: a command was released with a valid STag on a live QP (released_valid_stags)\n"
+                    );
+                }
+                res.mrs.put(i, valid || local_only);
+            }
         }
     }
     drop(sg);

@@ -10,7 +10,15 @@
 # MRs of the commands a successful TMF covers before libiscsi sees the
 # response: its tmf_invalidations counter grows), the session comes back
 # (the failed access breaks the peer's connection) and a fio verify after
-# it is clean. INITIATOR=ib_iser runs the same against the C driver
+# it is clean. A fifth path aborts a 4 KiB WRITE whose data all went as
+# immediate data: it holds no MR and advertises no STag, so there is
+# nothing to probe; iser_rs still holds the TMF Response until the TMF
+# request's own Send completed (the Send of the immediate data, posted
+# before it, then has too: tmf_send_waits counts the responses that had to
+# wait), and the abort must succeed without a reconnect. Any release of a
+# command with a still-valid STag on a live QP is logged by iser_rs as
+# "STag guarantee broken", which fails every case (tests/lib.sh
+# REPORT_RE). INITIATOR=ib_iser runs the same against the C driver
 # (Documentation/peer-modes.md has both columns).
 . "$(dirname "$0")/../lib.sh"
 ini=${INITIATOR:-iser_rs}
@@ -20,7 +28,7 @@ load_initiator "$ini"
 dd if=/dev/urandom of=/tmp/abort-probe.pat bs=64k count=16 status=none
 probes() { echo $(( $(peer_stat probes_access_error) + $(peer_stat probes_succeeded) + $(peer_stat probes_other_error) )); }
 fails=()
-for v in abort:read abort:write lun-reset:read target-reset:write; do
+for v in abort:read abort:write lun-reset:read target-reset:write abort:write-imm; do
     how=${v%%:*} dir=${v#*:}
     # 4 s between the TMF Response and the probe: time to read iser_rs's
     # counters (iscsiadm takes over a second on the KASAN kernel) before
@@ -30,7 +38,7 @@ for v in abort:read abort:write lun-reset:read target-reset:write; do
     disk=$(peer_login iser | head -1); [ -n "$disk" ] || die "$v: login"
     dev=${disk#/dev/}
     sg=/dev/$(ls /sys/block/$dev/device/scsi_generic/)
-    tmf0=$(session_stat tmf_invalidations)
+    tmf0=$(session_stat tmf_invalidations) sw0=$(session_stat tmf_send_waits) c0=$(iser_connects 2>/dev/null || echo 0)
     # ABORT TASK comes from the SCSI timeout; the resets are issued by hand
     # while the command is stalled, long before its timeout.
     if [ "$how" = abort ]; then echo 5 > /sys/block/$dev/device/timeout; else echo 60 > /sys/block/$dev/device/timeout; fi
@@ -38,6 +46,8 @@ for v in abort:read abort:write lun-reset:read target-reset:write; do
     sleep 0.3
     if [ "$dir" = read ]; then
         timeout 150 dd if="$disk" of=/dev/null bs=64k count=16 iflag=direct status=none &
+    elif [ "$dir" = write-imm ]; then
+        timeout 150 dd if=/tmp/abort-probe.pat of="$disk" bs=4k count=16 oflag=direct status=none &
     else
         timeout 150 dd if=/tmp/abort-probe.pat of="$disk" bs=64k count=16 oflag=direct status=none &
     fi
@@ -50,8 +60,12 @@ for v in abort:read abort:write lun-reset:read target-reset:write; do
     esac
     for ((i = 0; i < 600; i++)); do [ "$(peer_stat tmfs)" -ge 1 ] && break; sleep 0.1; done
     [ "$ini" = iser_rs ] && tmf=$(( $(session_stat tmf_invalidations) - tmf0 )) || tmf=?
-    for ((i = 0; i < 600; i++)); do [ "$(probes)" -ge 1 ] && break; sleep 0.1; done
+    [ "$ini" = iser_rs ] && sw=$(( $(session_stat tmf_send_waits) - sw0 )) || sw=?
+    if [ "$dir" != write-imm ]; then
+        for ((i = 0; i < 600; i++)); do [ "$(probes)" -ge 1 ] && break; sleep 0.1; done
+    fi
     wait "$wl"; rc=$?
+    [ "$ini" = iser_rs ] && rec=$(( $(iser_connects) - c0 )) || rec=?
     wait_logged_in 60 || die "$v: session not back"
     peer_fio_verify "$disk" --rw=randwrite --bs=64k --iodepth=8 --size=4M ||
         { cat /tmp/peer-fio.log; die "$v: fio verify after the probe"; }
@@ -60,8 +74,17 @@ for v in abort:read abort:write lun-reset:read target-reset:write; do
     stop_peer quiet
     ae=$(peer_stat probes_access_error) ok=$(peer_stat probes_succeeded) oe=$(peer_stat probes_other_error)
     probe=$(grep -m1 -E "probe with STag" "$PEER_LOG" | sed 's/^.*probe with/probe with/')
-    log "$v: TMFs $(peer_stat tmfs) (aborts $(peer_stat aborts)), probe: access error $ae, succeeded $ok, other $oe; $probe; dd rc $rc; tmf_invalidations +$tmf"
+    log "$v: TMFs $(peer_stat tmfs) (aborts $(peer_stat aborts)), probe: access error $ae, succeeded $ok, other $oe; $probe; dd rc $rc; tmf_invalidations +$tmf, tmf_send_waits +$sw, reconnects $rec"
     [ "$(peer_stat tmfs)" -ge 1 ] || fails+=("$v: no TMF reached the peer")
+    if [ "$dir" = write-imm ]; then
+        # No STag: no probe, no invalidation; the abort itself must succeed
+        # (a response held for good would time the TMF out and reconnect).
+        [ "$ok$ae$oe" = 000 ] || fails+=("$v: the peer probed an STag of an all-immediate WRITE ($ok/$ae/$oe)")
+        [ "$ini" != iser_rs ] || [ "$tmf" = 0 ] || fails+=("$v: tmf_invalidations +$tmf for a command without MR")
+        [ "$ini" != iser_rs ] || [ "$rec" = 0 ] || fails+=("$v: the abort cost $rec reconnects")
+        [ "$rc" = 0 ] || fails+=("$v: the aborted WRITE was not retried to success (dd rc $rc)")
+        continue
+    fi
     [ "$ok" = 0 ] || fails+=("$v: the released command's STag was still valid ($ok probes succeeded)")
     [ "$ae" -ge 1 ] || fails+=("$v: no probe ended in a remote access error ($oe other errors)")
     [ "$ini" != iser_rs ] || [ "$tmf" -ge 1 ] || fails+=("$v: iser_rs invalidated nothing for the TMF (tmf_invalidations +$tmf)")

@@ -344,6 +344,96 @@ impl TmfScope {
     }
 }
 
+/// When a successful TMF Response may reach libiscsi (which then releases
+/// the commands the function covers, and the block layer takes their pages
+/// back): after the TMF request's own Send completed, and after the local
+/// invalidations of the covered commands' STags completed.
+///
+/// The Send rule is the nvme-rdma one applied to task management: a covered
+/// command's last data-carrying Send (immediate data, unsolicited Data-Out)
+/// may not have completed yet, and the device may read its pages again to
+/// retransmit. All those Sends were posted before the TMF request (libiscsi
+/// sends a command's data within its `xmit_task`, before any TMF naming
+/// it), and an RC send queue completes in order, so the TMF request's Send
+/// completion covers every one of them. The TMF request is always signaled.
+///
+/// Every event is idempotent; the bits encode into one byte so the driver
+/// keeps the state in an atomic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TmfRelease {
+    send_completed: bool,
+    response_held: bool,
+    invalidations_pending: bool,
+}
+
+impl TmfRelease {
+    /// A TMF request was just posted: its Send has not completed, no
+    /// response is held.
+    pub const fn request_posted() -> Self {
+        TmfRelease {
+            send_completed: false,
+            response_held: false,
+            invalidations_pending: false,
+        }
+    }
+
+    /// The TMF request's Send completed. Returns whether a held response
+    /// may be delivered now.
+    pub fn send_completed(&mut self) -> bool {
+        self.send_completed = true;
+        self.deliverable()
+    }
+
+    /// A Function Complete response arrived; `invalidations_posted`: local
+    /// invalidations of covered STags were posted and have not completed.
+    /// Returns whether it may be delivered at once (otherwise it is held
+    /// until [`Self::send_completed`] or
+    /// [`Self::invalidations_completed`] says so).
+    pub fn response(&mut self, invalidations_posted: bool) -> bool {
+        self.response_held = true;
+        self.invalidations_pending = invalidations_posted;
+        self.deliverable()
+    }
+
+    /// The covered STags' local invalidations completed. Returns whether a
+    /// held response may be delivered now.
+    pub fn invalidations_completed(&mut self) -> bool {
+        self.invalidations_pending = false;
+        self.deliverable()
+    }
+
+    /// A held response may go: nothing it waits for is outstanding. Taking
+    /// it (true once) clears the hold.
+    fn deliverable(&mut self) -> bool {
+        if self.response_held && self.send_completed && !self.invalidations_pending {
+            self.response_held = false;
+            return true;
+        }
+        false
+    }
+
+    /// Whether a response is held.
+    pub const fn holds_response(&self) -> bool {
+        self.response_held
+    }
+
+    /// The state as one byte (for an atomic).
+    pub const fn to_bits(self) -> u8 {
+        self.send_completed as u8
+            | (self.response_held as u8) << 1
+            | (self.invalidations_pending as u8) << 2
+    }
+
+    /// The state from [`Self::to_bits`] (other bits ignored).
+    pub const fn from_bits(b: u8) -> Self {
+        TmfRelease {
+            send_completed: b & 1 != 0,
+            response_held: b & 2 != 0,
+            invalidations_pending: b & 4 != 0,
+        }
+    }
+}
+
 /// TMF Response code "Function complete" (RFC 7143 §11.6.1): the only
 /// answer after which libiscsi releases the affected commands.
 pub const TMF_FUNCTION_COMPLETE: u8 = 0;
@@ -565,5 +655,65 @@ mod tests {
             assert_eq!(TmfScope::of_request(&tmf_bhs(f, 3, 0)), TmfScope::None);
         }
         assert_eq!(TmfScope::of_request(&[0x02, 0x81]), TmfScope::None);
+    }
+
+    /// Every order of the three events delivers the response exactly once,
+    /// and only after both the Send and the invalidations completed.
+    #[test]
+    fn tmf_release_waits_for_send_and_invalidations() {
+        #[derive(Clone, Copy, Debug)]
+        enum Ev {
+            Send,
+            Rsp,
+            Inv,
+        }
+        let orders = [
+            [Ev::Send, Ev::Rsp, Ev::Inv],
+            [Ev::Send, Ev::Inv, Ev::Rsp],
+            [Ev::Rsp, Ev::Send, Ev::Inv],
+            [Ev::Rsp, Ev::Inv, Ev::Send],
+            [Ev::Inv, Ev::Send, Ev::Rsp],
+            [Ev::Inv, Ev::Rsp, Ev::Send],
+        ];
+        for with_invs in [false, true] {
+            for order in orders {
+                let mut r = TmfRelease::request_posted();
+                let (mut sent, mut rsp, mut inv) = (false, false, !with_invs);
+                let mut delivered = 0;
+                for ev in order {
+                    // Invalidations complete only after they were posted,
+                    // i.e. after the response.
+                    let go = match ev {
+                        Ev::Send => {
+                            sent = true;
+                            r.send_completed()
+                        }
+                        Ev::Rsp => {
+                            rsp = true;
+                            r.response(with_invs)
+                        }
+                        Ev::Inv if rsp && with_invs => {
+                            inv = true;
+                            r.invalidations_completed()
+                        }
+                        Ev::Inv => false,
+                    };
+                    // Round-trip through the atomic's byte.
+                    r = TmfRelease::from_bits(r.to_bits());
+                    if go {
+                        delivered += 1;
+                        assert!(sent && rsp && inv, "{order:?} {with_invs}: delivered early");
+                    }
+                }
+                if rsp && !inv {
+                    // The order had the invalidations before the response.
+                    assert!(r.invalidations_completed());
+                    delivered += 1;
+                }
+                assert_eq!(delivered, 1, "{order:?} {with_invs}");
+                assert!(!r.holds_response());
+                assert!(!r.send_completed() && !r.invalidations_completed());
+            }
+        }
     }
 }
