@@ -34,7 +34,7 @@ for v in abort:read abort:write lun-reset:read target-reset:write abort:write-im
     # counters (iscsiadm takes over a second on the KASAN kernel) before
     # the failed probe breaks the connection (and a new connection starts
     # them from zero).
-    start_peer --mode stall --at 1000000000 --on "$dir" --abort-probe --probe-delay-ms 4000
+    start_peer --mode stall --at 1000000000 --on "${dir%-imm}" --abort-probe --probe-delay-ms 4000
     disk=$(peer_login iser | head -1); [ -n "$disk" ] || die "$v: login"
     dev=${disk#/dev/}
     sg=/dev/$(ls /sys/block/$dev/device/scsi_generic/)

@@ -14,6 +14,9 @@ static STOP: AtomicBool = AtomicBool::new(false);
 /// SIGUSR1: arm the mode now (for a test that wants it to fire on its own
 /// workload, not on the login's partition scan).
 static ARM: AtomicBool = AtomicBool::new(false);
+/// SIGUSR2: RDMA-Write through the Read STag of every stalled READ (is
+/// that STag still valid?).
+static PROBE_STALLED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
@@ -21,6 +24,10 @@ extern "C" fn on_signal(_: libc::c_int) {
 
 extern "C" fn on_usr1(_: libc::c_int) {
     ARM.store(true, Ordering::SeqCst);
+}
+
+extern "C" fn on_usr2(_: libc::c_int) {
+    PROBE_STALLED.store(true, Ordering::SeqCst);
 }
 
 fn write_stats(peer: &target::Peer) {
@@ -47,6 +54,8 @@ fn main() {
     }
     // SAFETY: as above.
     unsafe { libc::signal(libc::SIGUSR1, on_usr1 as *const () as libc::sighandler_t) };
+    // SAFETY: as above.
+    unsafe { libc::signal(libc::SIGUSR2, on_usr2 as *const () as libc::sighandler_t) };
     if let Err(e) = run(cfg) {
         eprintln!("iser-peer: {e}");
         std::process::exit(1);
@@ -78,6 +87,9 @@ fn run(cfg: config::Config) -> std::io::Result<()> {
         }
         if ARM.swap(false, Ordering::SeqCst) {
             peer.arm();
+        }
+        if PROBE_STALLED.swap(false, Ordering::SeqCst) {
+            peer.probe_stalled();
         }
         peer.poll_all();
         if peer.dirty && last_write.elapsed() > Duration::from_millis(200) {
