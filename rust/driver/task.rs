@@ -1196,11 +1196,21 @@ fn xmit_mgmt(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
             rest.copy_from_slice(data);
         });
     if is_login {
-        conn.post_login_rx()?;
         // Transit to full feature phase (T=1, NSG=3, RFC 7143 §11.12): post
         // the receive ring with the final request.
-        if bhs[1] & 0x80 != 0 && bhs[1] & 0x03 == 3 {
-            conn.post_rx_ring()?;
+        let posted = conn.post_login_rx().and_then(|()| {
+            if bhs[1] & 0x80 != 0 && bhs[1] & 0x03 == 3 {
+                conn.post_rx_ring()
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = posted {
+            // Nothing was sent: the header slot and the login buffer go
+            // back (the login task is libiscsi's only one).
+            res.login_tx.release(ltok);
+            res.tx.slots.release(slot);
+            return Err(e);
         }
     }
     let idx = slot.index();

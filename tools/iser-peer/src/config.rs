@@ -111,6 +111,10 @@ pub struct Config {
     /// `steal_how` says (`--steal-stags`).
     pub steal_stags: Option<PathBuf>,
     pub steal_how: StealHow,
+    /// Answer this many requests to go to full feature phase with T=0
+    /// (stay in operational negotiation, RFC 7143 §11.13.1) before
+    /// letting one through (`--login-stay`).
+    pub login_stay: u32,
     pub erl: u8,
     pub trdsl: u32,
     pub stats: Option<PathBuf>,
@@ -161,9 +165,16 @@ pub const USAGE: &str = "usage: iser-peer [options] ADDRESS [PORT]
                          and use the STag of a released command the way it
                          was granted (RDMA Write into a Read STag, RDMA Read
                          from a Write STag); counted as probes_*
+  --login-stay N         answer the first N Login Requests that ask to go to
+                         full feature phase with T=0 (stay in operational
+                         negotiation; counted as login_stays)
   --erl N                highest ErrorRecoveryLevel accepted (default 0)
   --trdsl N              TargetRecvDataSegmentLength (default 8192)
-  --stats FILE           counters (key=value), rewritten while running and at exit";
+  --stats FILE           counters (key=value), rewritten while running and at exit
+signals: SIGUSR1 arms the mode at once (with --steal-stags: uses the STag);
+  SIGUSR2 RDMA-Writes 512 bytes through the Read STag of every stalled READ
+  from its own connection (counted as probes_*: is that STag still valid?);
+  SIGTERM ends the peer (final counters)";
 
 fn num<T: std::str::FromStr>(v: Option<String>, what: &str) -> Result<T, String> {
     v.ok_or(format!("{what} needs a value"))?
@@ -195,6 +206,7 @@ impl Config {
             leak_stags: None,
             steal_stags: None,
             steal_how: StealHow::Write,
+            login_stay: 0,
             erl: 0,
             trdsl: 8192,
             stats: None,
@@ -251,6 +263,7 @@ impl Config {
                         _ => return Err("--on takes read or write".into()),
                     }
                 }
+                "--login-stay" => c.login_stay = num(args.next(), &a)?,
                 "--erl" => c.erl = num(args.next(), &a)?,
                 "--trdsl" => c.trdsl = num(args.next(), &a)?,
                 "--stats" => c.stats = Some(args.next().ok_or("--stats needs a value")?.into()),

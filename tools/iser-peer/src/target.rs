@@ -56,6 +56,7 @@ pub struct Counters {
     pub connections: u64,
     pub logins: u64,
     pub login_failures: u64,
+    pub login_stays: u64,
     pub discovery_logins: u64,
     pub commands: u64,
     pub data_commands: u64,
@@ -218,6 +219,8 @@ pub struct Conn {
     closing: bool,
     probe_armed_after: Option<u64>,
     data_cmds: u64,
+    /// Requests to go to full feature phase answered with T=0.
+    login_stays: u32,
     name: String,
 }
 
@@ -251,6 +254,43 @@ impl Peer {
         }
         log(&format!("mode {:?} armed by signal", self.cfg.mode));
         self.armed = self.cfg.burst;
+    }
+
+    /// SIGUSR2: an RDMA Write of 512 bytes through the Read STag of every
+    /// stalled READ, on its own connection (counted as probes_*): shows
+    /// whether something else (another target's Send with Invalidate)
+    /// invalidated that STag while the command is still open.
+    pub fn probe_stalled(&mut self) {
+        let mut n = 0;
+        for c in self.conns.values_mut() {
+            let stalled: Vec<StagVa> = c
+                .tasks
+                .values()
+                .filter(|t| t.stalled)
+                .filter_map(|t| t.read)
+                .collect();
+            for sv in stalled {
+                log(&format!(
+                    "{}: probe of our own stalled READ's Read STag {:#x}",
+                    c.name, sv.stag
+                ));
+                c.timers.push((
+                    Instant::now(),
+                    Timer::Probe {
+                        read: Some(sv),
+                        write: None,
+                        plan: ProbePlan {
+                            on: Dir::Read,
+                            rdma_write: true,
+                        },
+                    },
+                ));
+                n += 1;
+            }
+        }
+        if n == 0 {
+            log("SIGUSR2: no stalled READ to probe");
+        }
     }
 
     /// `--steal-stags`: another target's STag, used from a full-feature
@@ -332,7 +372,7 @@ impl Peer {
                 }
             }
             Ev::RDMA_CM_EVENT_DISCONNECTED => {
-                if let Some(c) = self.conns.remove(&ev.id) {
+                if let Some(mut c) = self.conns.remove(&ev.id) {
                     if !c.closing {
                         self.c.disconnects_by_initiator += 1;
                     }
@@ -341,6 +381,7 @@ impl Peer {
                         c.name,
                         c.tasks.len()
                     ));
+                    self.drain(&mut c);
                     c.ep.disconnect();
                 }
             }
@@ -416,6 +457,7 @@ impl Peer {
             closing: false,
             probe_armed_after: None,
             data_cmds: 0,
+            login_stays: 0,
             name,
         };
         let slot = self.recv_slot();
@@ -437,6 +479,24 @@ impl Peer {
         c.ep.accept(pd.as_ref().map(|p| &p[..]), ird, ord, rnr)?;
         self.conns.insert(c.ep.key(), c);
         Ok(())
+    }
+
+    /// The completions a connection's CQ still holds when it goes away:
+    /// those of probes and stolen-STag Sends are counted (an iWARP peer
+    /// that sent a TERMINATE disconnects before we polled them); nothing
+    /// else is acted on.
+    fn drain(&mut self, c: &mut Conn) {
+        c.closing = true;
+        let mut wcs = Vec::new();
+        c.ep.poll(&mut wcs);
+        for w in &wcs {
+            self.dirty = true;
+            let kind = w.wr_id >> 56;
+            if matches!(kind, K_PROBE | K_LATE | K_STEAL) {
+                // Err only says the connection ends: it already has.
+                let _ = self.completion(c, w);
+            }
+        }
     }
 
     fn recv_slot(&self) -> usize {
@@ -830,9 +890,23 @@ impl Peer {
         let n = w.len();
         out.truncate(n);
         let mut r = c.bhs(0x23, 0);
-        let ffp = reject.is_none() && transit && nsg == 3;
+        let mut ffp = reject.is_none() && transit && nsg == 3;
+        // --login-stay: the target may answer T=0 and stay in the stage
+        // (RFC 7143 §11.13.1); the initiator asks again.
+        let stay = ffp && c.login_stays < self.cfg.login_stay;
+        if stay {
+            ffp = false;
+            c.login_stays += 1;
+            self.c.login_stays += 1;
+            log(&format!(
+                "{}: login: staying in stage {csg} (T=0), {} of {}",
+                c.name, c.login_stays, self.cfg.login_stay
+            ));
+        }
         r[1] = if reject.is_some() {
             0
+        } else if stay {
+            csg << 2
         } else {
             (bhs[1] & 0x80) | (csg << 2) | if transit { nsg } else { 0 }
         };
@@ -940,6 +1014,10 @@ impl Peer {
                     ));
                     released.push(t);
                 } else {
+                    log(&format!(
+                        "{}: ABORT TASK {rtt:#x}: no such task (answered 'task does not exist')",
+                        c.name
+                    ));
                     resp = 1; // task does not exist
                 }
             }

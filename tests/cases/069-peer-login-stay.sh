@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# A target that stays in operational negotiation: the peer answers the
+# first STAY (1, then 3) Login Requests that ask to go to full feature
+# phase (T=1, NSG=3) with T=0 (RFC 7143 §11.13.1 lets it), so iscsid asks
+# again. The initiator posts its receive ring with the first such request;
+# the Login Responses that follow land in ring buffers, not in the login
+# buffer, and must be parsed as login-phase PDUs (before the fix: the
+# second response was rejected as a full-feature PDU and the login failed),
+# and the login buffer, still posted, must not be posted a second time.
+# Discovery (SendTargets) and the normal session both go through it; then
+# fio verify, the ring intact (rx_posted - rx_completed = RX_RING when
+# idle), logout, nothing left live.
+. "$(dirname "$0")/../lib.sh"
+setup_rdma rxe
+start_iscsid
+load_initiator iser_rs
+RX_RING=144
+for stay in 1 3; do
+    start_peer --login-stay $stay
+    c0=$(iser_connects)
+    disk=$(peer_login iser | head -1)
+    [ -n "$disk" ] || { tail -5 "$PEER_LOG"; dmesg | grep -E "iser|iscsi" | tail -5; stop_peer; die "login with $stay T=0 answers"; }
+    peer_fio_verify "$disk" --rw=randwrite --bs=16k --iodepth=16 --size=4M ||
+        { cat /tmp/peer-fio.log; die "fio verify after $stay T=0 answers"; }
+    sleep 7 # idle, past one NOP-Out interval
+    held=$(( $(session_stat rx_posted) - $(session_stat rx_completed) ))
+    stays=$(peer_stat login_stays) conns=$(( $(iser_connects) - c0 ))
+    log "stay $stay: $stays T=0 answers over $conns connections (discovery and session), login and verify clean, ring holds $held"
+    logout_all
+    wait_live_zero || die "live objects after logout: $(live_counts)"
+    stop_peer quiet
+    # One discovery and one normal login, each answered $stay times, and
+    # no other connection (a PDU parsed in the wrong phase fails the
+    # connection, and iscsid reconnects).
+    [ "$conns" = 2 ] || die "$conns connections for one discovery and one login (expected 2)"
+    [ "$stays" = $((2 * stay)) ] || die "the peer answered T=0 $stays times (expected $((2 * stay)))"
+    [ "$held" = "$RX_RING" ] || die "the receive ring holds $held buffers when idle, not $RX_RING"
+done
+rmmod iser_rs || die "rmmod iser_rs"
