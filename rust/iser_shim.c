@@ -10,6 +10,7 @@
 #include <linux/namei.h>
 #include <linux/path.h>
 #include <linux/rcupdate.h>
+#include <linux/sched/mm.h>
 #include <linux/slab.h>
 #include <linux/sysfs.h>
 #include <rdma/ib_verbs.h>
@@ -120,6 +121,31 @@ void iser_rs_rcu_read_unlock(void)
 void iser_rs_synchronize_rcu(void)
 {
 	synchronize_rcu();
+}
+
+/**
+ * iser_rs_noio_save() - enter a NOIO allocation scope
+ *
+ * Every allocation of the calling task until the matching
+ * iser_rs_noio_restore() behaves as GFP_NOIO: reclaim never starts I/O,
+ * which may have to go through the very connection being set up (swap or
+ * the root file system on an iSER disk). The 6.12 kernel crate has no
+ * GFP_NOIO; the scope covers allocations made by C callees too.
+ *
+ * Return: the flags to hand to iser_rs_noio_restore().
+ */
+unsigned int iser_rs_noio_save(void)
+{
+	return memalloc_noio_save();
+}
+
+/**
+ * iser_rs_noio_restore() - leave a NOIO allocation scope
+ * @flags: what the matching iser_rs_noio_save() returned
+ */
+void iser_rs_noio_restore(unsigned int flags)
+{
+	memalloc_noio_restore(flags);
 }
 
 /*

@@ -138,7 +138,7 @@ load_initiator() {
     case $1 in
     iser_rs)
         lsmod | grep -q '^ib_iser ' && rmmod ib_iser
-        lsmod | grep -q '^iser_rs ' || insmod "$ISER_RS_REPO/iser_rs.ko" || die "insmod iser_rs.ko"
+        lsmod | grep -q '^iser_rs ' || insmod "${ISER_RS_KO:-$ISER_RS_REPO/iser_rs.ko}" || die "insmod ${ISER_RS_KO:-iser_rs.ko}"
         ;;
     ib_iser)
         lsmod | grep -q '^iser_rs ' && rmmod iser_rs

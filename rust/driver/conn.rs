@@ -126,8 +126,12 @@ pub(crate) struct IserConn {
     pub(crate) iscsi: ConnSlot,
     /// Target invalidates our STags with Send with Invalidate.
     pub(crate) remote_inv: AtomicBool,
-    /// Full feature phase: receives are parsed with the negotiated limits.
-    ffp: AtomicBool,
+    /// The target answered the request to go to full feature phase (the
+    /// Login Response with T=1, NSG=3, status 0 arrived): ring buffers
+    /// complete in order, so every later one holds a full-feature PDU and
+    /// every earlier one a Login Response (of a target that stayed in
+    /// operational negotiation, T=0). Softirq only (the CQ handler).
+    ring_ffp: AtomicBool,
     ring_posted: AtomicBool,
     drained: AtomicBool,
     /// The QP is flushed (drain returned) or gone: nothing the target
@@ -162,7 +166,7 @@ impl IserConn {
                 res: RcuSlot::new(),
                 iscsi: ConnSlot::new(),
                 remote_inv: AtomicBool::new(false),
-                ffp: AtomicBool::new(false),
+                ring_ffp: AtomicBool::new(false),
                 ring_posted: AtomicBool::new(false),
                 drained: AtomicBool::new(false),
                 flushed: AtomicBool::new(false),
@@ -348,8 +352,20 @@ impl IserConn {
         self.cookies.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    /// Posts the login receive buffer (before each login request).
+    /// Posts the login receive buffer before a login request, until the
+    /// receive ring is posted (with the first request to go to full
+    /// feature phase). A target may answer that request with T=0 (RFC 7143
+    /// §11.13.1 lets it stay in operational negotiation; case 069): its
+    /// answer fills the login buffer, posted first, and the answers to the
+    /// requests that follow land in the ring (`rx_done` parses ring
+    /// buffers as Login Responses until the final one).
     pub(crate) fn post_login_rx(&self) -> Result {
+        // Once the ring is posted it takes every Login Response (the
+        // receive queue completes in order): a login buffer posted behind
+        // it would later receive a full-feature PDU as a login PDU.
+        if self.ring_posted.load(Ordering::Acquire) {
+            return Ok(());
+        }
         let res = self.res.get().ok_or_else(ENOTCONN)?;
         res.qp
             .post_recv(res.login_rx.cqe(), &res.login_rx.buf, res.lkey)
@@ -406,10 +422,6 @@ impl IserConn {
                 res.login_tx.release_index(0);
             }
         }
-    }
-
-    pub(crate) fn set_full_feature(&self) {
-        self.ffp.store(true, Ordering::Release);
     }
 
     /// Receive ring entry `rx` held a response for a command that was
@@ -477,9 +489,12 @@ impl IserConn {
         let Some(conn) = self.iscsi.get() else { return };
         let msg = desc.buf.for_cpu(wc.byte_len() as usize);
         // The login buffer only ever receives Login Responses; the ring is
-        // posted with the final login request and receives full-feature
-        // PDUs only.
-        let ctx = if desc.login {
+        // posted with the request to go to full feature phase and receives
+        // full-feature PDUs once the target answered that request with
+        // T=1 (a NOP-In may follow at once, before libiscsi started the
+        // connection), and before that only the Login Responses of a
+        // target that stayed in operational negotiation (T=0).
+        let ctx = if desc.login || !self.ring_ffp.load(Ordering::Acquire) {
             proto::bhs::RxContext::login()
         } else {
             proto::bhs::RxContext::full_feature(RX_DATA_LEN as u32)
@@ -491,6 +506,11 @@ impl IserConn {
         let inv = wc.invalidated_rkey();
         if pdu.opcode == proto::bhs::OP_LOGIN_RSP || pdu.opcode == proto::bhs::OP_TEXT_RSP {
             self.login_tx_answered();
+        }
+        if let proto::bhs::TargetHeader::LoginResponse(l) = &pdu.header {
+            if l.enters_full_feature() {
+                self.ring_ffp.store(true, Ordering::Release);
+            }
         }
         if pdu.opcode == proto::bhs::OP_LOGOUT_RSP {
             self.logged_out.store(true, Ordering::Release);
@@ -571,12 +591,10 @@ impl IserConn {
         }
     }
 
-    /// The target's address (for `get_ep_param`).
-    pub(crate) fn dst_addr(&self) -> *mut crate::sys::bindings::sockaddr {
-        match self.cm.get() {
-            Some(id) => id.as_ref().dst_addr(),
-            None => core::ptr::null_mut(),
-        }
+    /// Calls `f` with the CM id inside an RCU section (for `get_ep_param`:
+    /// the target's address lives in the id); None once the id is gone.
+    pub(crate) fn with_cm_id<R>(&self, f: impl FnOnce(CmIdRef) -> R) -> Option<R> {
+        self.cm.get().map(|id| f(id.as_ref()))
     }
 
     /// `stop_conn`: disconnect and flush. After this no completion handler
@@ -647,7 +665,7 @@ impl IserConn {
 }
 
 impl CmHandler for IserConn {
-    fn cm_event(&self, id: CmIdRef, ev: &CmEvent<'_>) {
+    fn cm_event(&self, id: CmIdRef, ev: &CmEvent<'_>) -> Option<KBox<CmId>> {
         match ev.kind {
             CmEventKind::AddrResolved => {
                 if let Err(e) = id.resolve_route(RESOLVE_TIMEOUT_MS) {
@@ -655,7 +673,9 @@ impl CmHandler for IserConn {
                 }
             }
             CmEventKind::RouteResolved => {
-                if let Err(e) = self.setup(id) {
+                // The connection's resources, on every reconnect too: in a
+                // NOIO scope (`sys::with_noio`).
+                if let Err(e) = crate::sys::with_noio(|| self.setup(id)) {
                     pr_err!("connection setup failed: {:?}\n", e);
                     self.fail(e);
                 }
@@ -688,10 +708,12 @@ impl CmHandler for IserConn {
                 self.fail(ETIMEDOUT());
             }
             CmEventKind::DeviceRemoval => {
-                // Everything we hold on the device goes now: rdma_cm and
-                // ib_core tear it down once this handler returns and the id
-                // is destroyed (by ep_disconnect, after iscsid hears of the
-                // error below).
+                // Everything we hold on the device goes now, the CM id
+                // included: rdma_cm waits for every id on the device to be
+                // destroyed, and an endpoint not bound to a connection yet
+                // would otherwise wait for iscsid's ep_disconnect (case
+                // 048). The id goes back to rdma_cm, which destroys it
+                // after this handler; ep_disconnect later finds it gone.
                 pr_info!("RDMA device removed: releasing the connection's resources\n");
                 self.state.store(
                     if self.state() == State::Connecting {
@@ -706,6 +728,10 @@ impl CmHandler for IserConn {
                 }
                 self.release_resources();
                 self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
+                // Under the teardown lock, which every other use of the id
+                // outside an RCU section (quiesce, release_resources)
+                // holds; `take` waits for the RCU readers (get_ep_param).
+                return crate::sys::with_teardown_lock(|| self.cm.take());
             }
             CmEventKind::Disconnected | CmEventKind::AddrChange => {
                 if self.logged_out.load(Ordering::Acquire) {
@@ -722,5 +748,6 @@ impl CmHandler for IserConn {
             }
             CmEventKind::TimewaitExit | CmEventKind::Other(_) => {}
         }
+        None
     }
 }

@@ -18,7 +18,8 @@ impl TransportOps for IserTransport {
     type TaskData = IserTask;
 
     fn ep_connect(dst: &SockAddr<'_>) -> Result<Pin<KBox<IserConn>>> {
-        IserConn::connect(dst)
+        // iscsid reconnects a failed session through here.
+        crate::sys::with_noio(|| IserConn::connect(dst))
     }
 
     fn ep_poll(ep: &IserConn, timeout_ms: u32) -> Result<bool> {
@@ -33,8 +34,11 @@ impl TransportOps for IserTransport {
         ep.iscsi.get()
     }
 
-    fn ep_dst_addr(ep: &IserConn) -> *mut crate::sys::bindings::sockaddr {
-        ep.dst_addr()
+    fn ep_with_dst_addr(
+        ep: &IserConn,
+        f: &mut dyn FnMut(*mut crate::sys::bindings::sockaddr) -> i32,
+    ) -> Option<i32> {
+        ep.with_cm_id(|id| f(id.dst_addr()))
     }
 
     fn session_limits(ep: &IserConn, cmds_max: u16) -> Result<HostLimits> {
@@ -56,8 +60,9 @@ impl TransportOps for IserTransport {
         Ok(())
     }
 
-    fn start(ep: &IserConn) -> Result {
-        ep.set_full_feature();
+    fn start(_ep: &IserConn) -> Result {
+        // Receives switch to full-feature parsing with the final Login
+        // Response itself (`IserConn::rx_done`), not here.
         Ok(())
     }
 

@@ -64,7 +64,14 @@ pub(crate) struct CmEvent<'a> {
 /// Receives the events of one [`CmId`].
 pub(crate) trait CmHandler: Sync {
     /// Handles one event on `id`. Process context, may sleep.
-    fn cm_event(&self, id: CmIdRef, ev: &CmEvent<'_>);
+    ///
+    /// Returning the [`CmId`] of `id` hands it to rdma_cm, which destroys
+    /// it once the handler has returned (the only way to destroy an id
+    /// from its own handler: `rdma_destroy_id` would wait for the handler).
+    /// The owner must have destroyed the id's QP and let go of every
+    /// other use of the id before. Any other id returned is dropped
+    /// (destroyed) normally.
+    fn cm_event(&self, id: CmIdRef, ev: &CmEvent<'_>) -> Option<KBox<CmId>>;
 }
 
 /// The id as the handler may use it (no destroy).
@@ -101,10 +108,19 @@ unsafe extern "C" fn cm_handler_trampoline<T: CmHandler>(
             status: ev.status,
             private_data,
         };
-        owner.cm_event(CmIdRef(NonNull::new_unchecked(id)), &ev);
+        let handed_back = owner.cm_event(CmIdRef(NonNull::new_unchecked(id)), &ev);
+        match handed_back {
+            Some(owned) if owned.id.as_ptr() == id => {
+                // rdma_cm destroys the id when we return non-zero: the
+                // owner gave it up, so its `Drop` must not destroy it
+                // again (the box itself is freed).
+                core::mem::forget(KBox::into_inner(owned));
+                1
+            }
+            // Not this id (or none): its owner destroys it.
+            _ => 0,
+        }
     }
-    // Never ask rdma_cm to destroy the id: its owner does, outside handlers.
-    0
 }
 
 /// An `rdma_cm_id` (RC, port space TCP) with handler `T`; destroyed on drop.

@@ -68,8 +68,11 @@ pub(crate) trait TransportOps: 'static {
     fn ep_disconnect(ep: Pin<KBox<Self::Ep>>);
     /// The libiscsi connection bound to `ep`, if any (see `bind`).
     fn ep_bound_conn(ep: &Self::Ep) -> Option<Conn>;
-    /// Endpoint address parameters (`ISCSI_PARAM_CONN_ADDRESS/PORT`).
-    fn ep_dst_addr(ep: &Self::Ep) -> *mut b::sockaddr;
+    /// Calls `f` with the target's address (for the address parameters,
+    /// `ISCSI_PARAM_CONN_ADDRESS/PORT`) while the CM id it lives in is
+    /// sure to live; None once the id is gone (torn down, or destroyed by
+    /// rdma_cm on device removal). `f` does not sleep.
+    fn ep_with_dst_addr(ep: &Self::Ep, f: &mut dyn FnMut(*mut b::sockaddr) -> i32) -> Option<i32>;
     /// Limits for a new session on `ep`: (can_queue, sg_tablesize,
     /// max_sectors, virt_boundary_mask, dma parent device).
     fn session_limits(ep: &Self::Ep, cmds_max: u16) -> Result<HostLimits>;
@@ -633,10 +636,15 @@ unsafe extern "C" fn get_ep_param_tr<T: TransportOps>(
 ) -> i32 {
     match param {
         PARAM_CONN_ADDRESS | PARAM_CONN_PORT => {
-            // SAFETY: our endpoint; the address lives in its cm id.
+            // SAFETY: our endpoint.
             let obj = unsafe { ep_of::<T>(ep) };
-            // SAFETY: `buf` is a PAGE_SIZE sysfs buffer.
-            unsafe { b::iscsi_conn_get_addr_param(T::ep_dst_addr(obj).cast(), param, buf) }
+            T::ep_with_dst_addr(obj, &mut |addr| {
+                // SAFETY: `addr` is valid for this call (`ep_with_dst_addr`);
+                // `buf` is a PAGE_SIZE sysfs buffer; formatting does not
+                // sleep.
+                unsafe { b::iscsi_conn_get_addr_param(addr.cast(), param, buf) }
+            })
+            .unwrap_or(ENOTCONN().to_errno())
         }
         _ => ENOSYS().to_errno(),
     }

@@ -24,6 +24,20 @@ pub(crate) fn with_teardown_lock<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// Runs `f` in a NOIO allocation scope: every allocation of this task in
+/// `f` (ours and the C callees') behaves as GFP_NOIO, so reclaim never
+/// waits for I/O that may need the connection being set up (a reconnect
+/// with swap or the root file system on an iSER disk). Process context;
+/// scopes nest.
+pub(crate) fn with_noio<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: only sets a flag of the current task; restored below.
+    let flags = unsafe { bindings::iser_rs_noio_save() };
+    let r = f();
+    // SAFETY: the flags of the matching save, on the same task.
+    unsafe { bindings::iser_rs_noio_restore(flags) };
+    r
+}
+
 pub(crate) mod bhlock;
 pub(crate) mod bindings;
 pub(crate) mod cm;
