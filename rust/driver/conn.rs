@@ -341,6 +341,17 @@ impl IserConn {
         );
         self.res.set(res)?;
         super::counters::live_qp(1);
+        iser_info!(
+            "setup: PD, CQ of {} entries, QP with {} send and {} receive WRs (inline headers: {}), {} MRs of {} pages, {} receive buffers of {} bytes\n",
+            MAX_SEND_WR + MAX_RECV_WR,
+            MAX_SEND_WR,
+            MAX_RECV_WR,
+            if inline_hdrs { "yes" } else { "no" },
+            2 * CMDS_MAX,
+            super::task::max_pages(),
+            RX_RING + 1,
+            RX_BUF_LEN
+        );
         // Ask for Send with Invalidate: the target then invalidates our
         // STags with its response, saving a local invalidation per command.
         let hdr = proto::cm_private::initiator_request(true);
@@ -510,6 +521,11 @@ impl IserConn {
         if let proto::bhs::TargetHeader::LoginResponse(l) = &pdu.header {
             if l.enters_full_feature() {
                 self.ring_ffp.store(true, Ordering::Release);
+            } else if !desc.login {
+                iser_dbg!(
+                    "login response in the receive ring: the target stays in stage {:?}\n",
+                    l.csg
+                );
             }
         }
         if pdu.opcode == proto::bhs::OP_LOGOUT_RSP {
@@ -666,6 +682,7 @@ impl IserConn {
 
 impl CmHandler for IserConn {
     fn cm_event(&self, id: CmIdRef, ev: &CmEvent<'_>) -> Option<KBox<CmId>> {
+        iser_dbg!("cm event {:?}, status {}\n", ev.kind, ev.status);
         match ev.kind {
             CmEventKind::AddrResolved => {
                 if let Err(e) = id.resolve_route(RESOLVE_TIMEOUT_MS) {

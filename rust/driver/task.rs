@@ -681,6 +681,10 @@ pub(crate) fn on_tmf_response(
             return tmf_inv_failed(conn);
         }
         conn.counters.tmf_inv(n + 1);
+        iser_info!(
+            "TMF Response (Function Complete) held for {} local invalidations\n",
+            n + 1
+        );
     }
     // Their completion comes through this same CQ, after this handler
     // returns: the state says "pending" before it can arrive.

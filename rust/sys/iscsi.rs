@@ -116,6 +116,15 @@ pub(crate) fn param_inline_sends() -> bool {
     unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_inline_sends)) }
 }
 
+/// The `debug_level` module parameter (C part; 0644, read at each
+/// message it gates): as ib_iser's, > 0 warnings, > 1 information, > 2
+/// debug traces.
+pub(crate) fn param_debug_level() -> i32 {
+    // SAFETY: an aligned int module parameter; a concurrent sysfs write
+    // stores a whole word, and any value is acceptable here.
+    unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_debug_level)) }
+}
+
 /// The `signal_every` module parameter (C part; 0644, read once per
 /// connection setup), unclamped.
 pub(crate) fn param_signal_every() -> u32 {

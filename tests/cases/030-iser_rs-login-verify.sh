@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # iscsiadm -I iser logs in through iser_rs, a disk appears, fio crc32c
 # verify passes (random writes then verified reads), logout and rmmod
-# leave no live connection, QP or MR behind.
+# leave no live connection, QP or MR behind. Then `debug_level` as
+# ib_iser's: 0 (the default) prints no trace, 3 prints the connection
+# setup (level > 1) and every CM event (level > 2).
 . "$(dirname "$0")/../lib.sh"
 setup_rdma rxe
 setup_target 1
 start_iscsid
 load_initiator iser_rs
+base=$(dmesg | wc -l)
+traces() { dmesg | tail -n +$((base + 1)) | grep -cE "iser_rs: $1"; }
 disk=$(login iser | head -1); [ -n "$disk" ] || { dmesg | tail -30; die "login through iser_rs"; }
 log "iser_rs disk: $disk ($(cat /sys/block/${disk#/dev/}/size) sectors)"
 iscsiadm -m session -P1 | grep -E "Iface Transport|iSCSI Session State" | sed 's/^/# /'
@@ -14,4 +18,16 @@ fio_verify "$disk" --rw=randwrite --bs=4k --iodepth=16 || die "fio verify 4k"
 iscsiadm -m session -s | grep -E "cmds_|registrations|invalidations|deferred|err_" | sed 's/^/# /'
 logout_all
 wait_live_zero || die "live objects after logout: $(live_counts)"
+[ "$(traces 'setup:|cm event')" = 0 ] || die "debug_level=0 printed $(traces 'setup:|cm event') trace lines"
+echo 3 > /sys/module/iser_rs/parameters/debug_level
+disk=$(login iser | head -1); [ -n "$disk" ] || die "login with debug_level=3"
+logout_all
+wait_live_zero || die "live objects after the second logout: $(live_counts)"
+echo 0 > /sys/module/iser_rs/parameters/debug_level
+setup=$(traces 'setup:') events=$(traces 'cm event')
+log "debug_level=3: $setup setup lines, $events CM event lines ($(dmesg | grep -m1 'iser_rs: setup:' | sed 's/^\[[ 0-9.]*\] //'))"
+# Discovery and session: two connections, each with ADDR_RESOLVED,
+# ROUTE_RESOLVED, ESTABLISHED and DISCONNECTED at least.
+[ "$setup" -ge 2 ] || die "debug_level=3: $setup setup lines (2 connections)"
+[ "$events" -ge 8 ] || die "debug_level=3: $events CM event lines"
 rmmod iser_rs || die "rmmod iser_rs"
