@@ -27,7 +27,8 @@ echo 0 > /sys/module/iser_rs/parameters/debug_level
 setup=$(traces 'setup:') events=$(traces 'cm event')
 log "debug_level=3: $setup setup lines, $events CM event lines ($(dmesg | grep -m1 'iser_rs: setup:' | sed 's/^\[[ 0-9.]*\] //'))"
 # Discovery and session: two connections, each with ADDR_RESOLVED,
-# ROUTE_RESOLVED, ESTABLISHED and DISCONNECTED at least.
+# ROUTE_RESOLVED and ESTABLISHED (a DISCONNECTED comes only when the
+# target closes first).
 [ "$setup" -ge 2 ] || die "debug_level=3: $setup setup lines (2 connections)"
-[ "$events" -ge 8 ] || die "debug_level=3: $events CM event lines"
+[ "$events" -ge 6 ] || die "debug_level=3: $events CM event lines"
 rmmod iser_rs || die "rmmod iser_rs"
