@@ -181,10 +181,19 @@ impl IserConn {
             GFP_KERNEL,
         )?;
         // SAFETY: the connection is pinned in its box and outlives the id:
-        // `shutdown` destroys the id before the box is dropped.
-        let id = unsafe { CmId::new::<IserConn>(&*conn) }?;
-        id.resolve_addr(dst, RESOLVE_TIMEOUT_MS)?;
-        conn.cm.set(KBox::new(id, GFP_KERNEL)?)?;
+        // `shutdown` destroys the id before the box is dropped (or the
+        // DEVICE_REMOVAL handler hands it to rdma_cm, which destroys it
+        // before the handler's caller returns), and so does dropping the
+        // box on an error below (its `cm` slot drops the id).
+        let id = KBox::new(unsafe { CmId::new::<IserConn>(&*conn) }?, GFP_KERNEL)?;
+        // Published before resolution starts: the CM handlers that follow
+        // (ROUTE_RESOLVED creates the QP, DEVICE_REMOVAL destroys it
+        // through the published id) always find it. `connect` returns
+        // the connection to iscsid only after this, so nothing takes the
+        // id from the slot while `id_ref` is used.
+        let id_ref = id.as_ref();
+        conn.cm.set(id)?;
+        id_ref.resolve_addr(dst, RESOLVE_TIMEOUT_MS)?;
         super::counters::live_conn(1);
         Ok(conn)
     }
@@ -623,7 +632,9 @@ impl IserConn {
                 return;
             }
             // The id handle is copied out of the RCU guard: disconnecting
-            // sleeps. The id lives until `shutdown` revokes it, after this.
+            // sleeps. The id lives until `shutdown` revokes it, after this,
+            // or until the DEVICE_REMOVAL handler takes it, which it does
+            // under this same teardown lock.
             let id = self.cm.get().map(|c| c.as_ref());
             if let Some(id) = id {
                 id.disconnect();

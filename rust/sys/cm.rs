@@ -150,22 +150,6 @@ impl CmId {
     pub(crate) fn as_ref(&self) -> CmIdRef {
         CmIdRef(self.id)
     }
-
-    /// Starts address resolution of `dst` (a `sockaddr_in`/`sockaddr_in6`
-    /// from iscsid); ends in ADDR_RESOLVED or ADDR_ERROR.
-    pub(crate) fn resolve_addr(&self, dst: &super::iscsi::SockAddr<'_>, timeout_ms: u32) -> Result {
-        let dst = dst.as_ptr();
-        // SAFETY: live id; `dst` is valid (the `SockAddr` invariant), and
-        // rdma_resolve_addr copies it.
-        kernel::error::to_result(unsafe {
-            b::rdma_resolve_addr(
-                self.id.as_ptr(),
-                core::ptr::null_mut(),
-                dst,
-                timeout_ms as _,
-            )
-        })
-    }
 }
 
 impl Drop for CmId {
@@ -195,6 +179,17 @@ impl CmIdRef {
                 b::rdma_destroy_qp(self.0.as_ptr());
             }
         }
+    }
+
+    /// Starts address resolution of `dst` (a `sockaddr_in`/`sockaddr_in6`
+    /// from iscsid); ends in ADDR_RESOLVED or ADDR_ERROR. Process context.
+    pub(crate) fn resolve_addr(self, dst: &super::iscsi::SockAddr<'_>, timeout_ms: u32) -> Result {
+        let dst = dst.as_ptr();
+        // SAFETY: live id; `dst` is valid (the `SockAddr` invariant), and
+        // rdma_resolve_addr copies it.
+        kernel::error::to_result(unsafe {
+            b::rdma_resolve_addr(self.0.as_ptr(), core::ptr::null_mut(), dst, timeout_ms as _)
+        })
     }
 
     pub(crate) fn resolve_route(self, timeout_ms: u32) -> Result {
