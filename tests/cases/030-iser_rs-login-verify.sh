@@ -9,8 +9,10 @@ setup_rdma rxe
 setup_target 1
 start_iscsid
 load_initiator iser_rs
-base=$(dmesg | wc -l)
-traces() { dmesg | tail -n +$((base + 1)) | grep -cE "iser_rs: $1"; }
+# The kernel log from here on (a follower: the ring buffer may wrap).
+dmesg -W > /tmp/030.kmsg 2>&1 & kmsg=$!
+trap 'kill $kmsg 2>/dev/null; case_cleanup' EXIT
+traces() { sleep 0.5; grep -cE "iser_rs: $1" /tmp/030.kmsg; }
 disk=$(login iser | head -1); [ -n "$disk" ] || { dmesg | tail -30; die "login through iser_rs"; }
 log "iser_rs disk: $disk ($(cat /sys/block/${disk#/dev/}/size) sectors)"
 iscsiadm -m session -P1 | grep -E "Iface Transport|iSCSI Session State" | sed 's/^/# /'
@@ -25,7 +27,7 @@ logout_all
 wait_live_zero || die "live objects after the second logout: $(live_counts)"
 echo 0 > /sys/module/iser_rs/parameters/debug_level
 setup=$(traces 'setup:') events=$(traces 'cm event')
-log "debug_level=3: $setup setup lines, $events CM event lines ($(dmesg | grep -m1 'iser_rs: setup:' | sed 's/^\[[ 0-9.]*\] //'))"
+log "debug_level=3: $setup setup lines, $events CM event lines ($(grep -m1 'iser_rs: setup:' /tmp/030.kmsg | sed 's/^\[[ 0-9.]*\] //'))"
 # Discovery and session: two connections, each with ADDR_RESOLVED,
 # ROUTE_RESOLVED and ESTABLISHED (a DISCONNECTED comes only when the
 # target closes first).

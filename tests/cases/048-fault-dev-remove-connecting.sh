@@ -27,6 +27,9 @@ start_peer
 trap restore EXIT
 portal=$PEER_ADDR:$PEER_PORT
 iscsiadm -m discovery -t st -p "$portal" -I iser >/dev/null || die "discovery"
+# One login attempt only: iscsid would otherwise retry the first login
+# for 80 s (initial_login_retry_max 8 x login_timeout 10 s).
+iscsiadm -m node -T $PEER_IQN -p "$portal" -o update -n node.session.initial_login_retry_max -v 1 >/dev/null
 kill -STOP "$PEER_PID"
 timeout 60 iscsiadm -m node -T $PEER_IQN -p "$portal" -I iser --login >/dev/null 2>&1 & login=$!
 for ((i = 0; i < 100; i++)); do [ "$(cat /sys/module/iser_rs/parameters/live_conns)" -ge 1 ] && break; sleep 0.1; done
@@ -49,7 +52,10 @@ wait $login
 rdma link add rxe0 type rxe netdev veth0 || die "rdma link add rxe0"
 target_relisten || die "LIO listener"
 iscsiadm -m node -T $PEER_IQN -p "$portal" -u >/dev/null 2>&1
+iscsiadm -m node -T $PEER_IQN -p "$portal" -o delete >/dev/null 2>&1
 wait_live_zero || die "live objects after the failed login: $(live_counts)"
+# A new peer on another port: nothing of the failed login can reach it.
+PEER_PORT=3263
 start_peer
 disk=$(peer_login iser | head -1); [ -n "$disk" ] || die "login after the device returned"
 peer_fio_verify "$disk" --rw=randwrite --bs=16k --iodepth=8 --size=2M || die "fio verify after the device returned"
