@@ -180,12 +180,15 @@ impl IserConn {
             },
             GFP_KERNEL,
         )?;
-        // SAFETY: the connection is pinned in its box and outlives the id:
+        // The connection is pinned in its box and outlives the id:
         // `shutdown` destroys the id before the box is dropped (or the
         // DEVICE_REMOVAL handler hands it to rdma_cm, which destroys it
         // before the handler's caller returns), and so does dropping the
         // box on an error below (its `cm` slot drops the id).
-        let id = KBox::new(unsafe { CmId::new::<IserConn>(&*conn) }?, GFP_KERNEL)?;
+        let id =
+            // SAFETY: `conn` outlives the id (above).
+            unsafe { CmId::new::<IserConn>(&*conn) }?;
+        let id = KBox::new(id, GFP_KERNEL)?;
         // Published before resolution starts: the CM handlers that follow
         // (ROUTE_RESOLVED creates the QP, DEVICE_REMOVAL destroys it
         // through the published id) always find it. `connect` returns

@@ -456,10 +456,9 @@ impl<D> Task<'_, D> {
     /// Builds the next unsolicited Data-Out BHS into `hdr`; returns
     /// (offset, length) of its payload in the command's data.
     pub(crate) fn prep_unsol_data_out(&mut self, hdr: &mut [u8; BHS_LEN]) -> (u32, u32) {
-        // SAFETY: live task; `hdr` is a 48-byte buffer, the size of
-        // `struct iscsi_data`. libiscsi advances `unsol_r2t.datasn`; the
-        // caller advances `sent` once the PDU is posted
-        // (`unsol_data_out_posted`).
+        // libiscsi advances `unsol_r2t.datasn`; the caller advances `sent`
+        // once the PDU is posted (`unsol_data_out_posted`).
+        // SAFETY: live task; `hdr` is a 48-byte buffer, the size of `struct iscsi_data`.
         unsafe {
             let t = self.raw.as_ptr();
             let r2t = core::ptr::addr_of_mut!((*t).unsol_r2t);
