@@ -14,6 +14,11 @@
 //! - The bound libiscsi connection is published in a [`ConnSlot`].
 //! - Teardown steps run under the global teardown mutex (process context),
 //!   so device removal (CM handler) and `ep_disconnect` never interleave.
+//! - [`RxGate`] (a BH spinlock, any context; innermost but for the
+//!   provider's own queue lock): task cleanup reposts a held response's
+//!   receive buffer under it, possibly inside libiscsi's back_lock (lock
+//!   order: back_lock, then the gate); `quiesce` closes it before the QP is
+//!   drained, so no receive is posted behind the drain.
 //!
 //! Teardown order (`release_resources`, from [`IserConn::shutdown`] or the
 //! DEVICE_REMOVAL handler): disconnect, drain the QP (every posted WR
@@ -25,6 +30,7 @@
 use super::counters::Counters;
 use super::task::{InvPool, MrPool, TmfInFlight, TmfInvDesc, TxPool};
 use crate::proto;
+use crate::sys::bhlock::BhSpinLock;
 use crate::sys::cm::{CmEvent, CmEventKind, CmHandler, CmId, CmIdRef};
 use crate::sys::errno::{ECONNREFUSED, EHOSTUNREACH, ENOTCONN, ETIMEDOUT};
 use crate::sys::iscsi::{Conn, ConnSlot, IscsiErr, SockAddr};
@@ -117,6 +123,12 @@ impl CqeHandler for RxDesc {
     }
 }
 
+/// Whether receive buffers may still be posted from outside the
+/// completion handler (task cleanup): open from connect until `quiesce`.
+struct RxGate {
+    open: bool,
+}
+
 /// One iSER connection; the `Ep` of the `iser` transport.
 pub(crate) struct IserConn {
     state: AtomicU8,
@@ -150,14 +162,17 @@ pub(crate) struct IserConn {
     /// The TMF request on the wire (see `task::on_tmf_response`).
     pub(crate) tmf: TmfInFlight,
     /// Receive ring entries whose held response was dropped with its
-    /// command (`orphan_rx`): reposted by the receive path.
+    /// command and could not be posted at once (`return_rx`): reposted by
+    /// the receive path.
     orphans: [AtomicU64; ORPHAN_WORDS],
+    rx_gate: BhSpinLock<RxGate>,
     pub(crate) counters: Counters,
 }
 
 impl IserConn {
     /// Allocates the connection and starts address resolution of `dst`.
     pub(crate) fn connect(dst: &SockAddr<'_>) -> Result<Pin<KBox<IserConn>>> {
+        let rx_gate = BhSpinLock::new(RxGate { open: true })?;
         let conn = KBox::pin(
             IserConn {
                 state: AtomicU8::new(State::Connecting as u8),
@@ -176,6 +191,7 @@ impl IserConn {
                 cookies: AtomicU64::new(0),
                 tmf: TmfInFlight::new(),
                 orphans: [const { AtomicU64::new(0) }; ORPHAN_WORDS],
+                rx_gate,
                 counters: Counters::new(),
             },
             GFP_KERNEL,
@@ -323,7 +339,7 @@ impl IserConn {
         // Header-only command PDUs go inline where the device allows it
         // (rxe: 400 bytes, siw: 80, most HCAs more): asked for first, and
         // without it if the device refuses.
-        let want_inline = crate::sys::iscsi::param_inline_sends();
+        let want_inline = crate::sys::params::param_inline_sends();
         let (qp, inline_hdrs) = match want_inline
             .then(|| id.create_qp(&pd, &cq, MAX_SEND_WR, MAX_RECV_WR, INLINE_LEN))
         {
@@ -351,10 +367,17 @@ impl IserConn {
                 _pd: pd,
             },
         );
+        // What this connection allocated itself (the provider's QP and CQ
+        // memory, and the MRs' page lists, are the device's): the receive
+        // buffers (each its own kmalloc), the send pool, the login buffer.
+        let (tx_bytes, tx_largest) = res.tx.memory();
+        let rx_bytes = (RX_RING as usize + 1) * RX_BUF_LEN;
+        let largest = tx_largest.max(res.login_tx.largest_chunk()).max(RX_BUF_LEN);
+        let kib = (rx_bytes + tx_bytes + res.login_tx.bytes()).div_ceil(1024);
         self.res.set(res)?;
         super::counters::live_qp(1);
         iser_info!(
-            "setup: PD, CQ of {} entries, QP with {} send and {} receive WRs (inline headers: {}), {} MRs of {} pages, {} receive buffers of {} bytes\n",
+            "setup: PD, CQ of {} entries, QP with {} send and {} receive WRs (inline headers: {}), {} MRs of {} pages, {} receive buffers of {} bytes; buffers and descriptors {} KiB, largest contiguous allocation {} bytes\n",
             MAX_SEND_WR + MAX_RECV_WR,
             MAX_SEND_WR,
             MAX_RECV_WR,
@@ -362,7 +385,9 @@ impl IserConn {
             2 * CMDS_MAX,
             super::task::max_pages(),
             RX_RING + 1,
-            RX_BUF_LEN
+            RX_BUF_LEN,
+            kib,
+            largest
         );
         // Ask for Send with Invalidate: the target then invalidates our
         // STags with its response, saving a local invalidation per command.
@@ -448,11 +473,41 @@ impl IserConn {
     }
 
     /// Receive ring entry `rx` held a response for a command that was
-    /// released before the response could be delivered (any context, also
-    /// under libiscsi's back_lock): it is reposted by the next receive
-    /// completion, where reposting is safe from teardown (after a reported
-    /// failure nothing is reposted, and a drained QP completes nothing).
-    pub(crate) fn orphan_rx(&self, rx: u16) {
+    /// released before the response could be delivered (task cleanup: any
+    /// context, also under libiscsi's back_lock). It goes back to the ring
+    /// at once while the gate is open, so the ring is whole again even if
+    /// nothing more arrives (the eh thread releases an aborted command
+    /// after the last receive). The gate closes before the QP is drained:
+    /// a buffer posted here is flushed by that drain like every other.
+    /// After a reported failure nothing is reposted (the connection is
+    /// going away); a post that fails leaves it to the receive path.
+    pub(crate) fn return_rx(&self, rx: u16) {
+        let posted = self.rx_gate.with(|gate| {
+            if !gate.open || self.failed.load(Ordering::Acquire) {
+                return true;
+            }
+            let Some(res) = self.res.get() else {
+                return true;
+            };
+            let Some(desc) = res.rx.get(rx as usize) else {
+                return true;
+            };
+            if res.qp.post_recv(desc.cqe(), &desc.buf, res.lkey).is_err() {
+                self.counters.post_error();
+                return false;
+            }
+            self.counters.rx_posted(1);
+            true
+        });
+        if !posted {
+            self.orphan_rx(rx);
+        }
+    }
+
+    /// Ring entry `rx` is to be reposted by the next receive completion,
+    /// where reposting is safe from teardown (after a reported failure
+    /// nothing is reposted, and a drained QP completes nothing).
+    fn orphan_rx(&self, rx: u16) {
         let (w, b) = (rx as usize / 64, rx as usize % 64);
         if let Some(word) = self.orphans.get(w) {
             word.fetch_or(1 << b, Ordering::AcqRel);
@@ -634,6 +689,9 @@ impl IserConn {
             if self.drained.swap(true, Ordering::AcqRel) {
                 return;
             }
+            // No receive is posted from outside the completion handler
+            // from here on (`return_rx`): the drain below covers them all.
+            self.rx_gate.with(|gate| gate.open = false);
             // The id handle is copied out of the RCU guard: disconnecting
             // sleeps. The id lives until `shutdown` revokes it, after this,
             // or until the DEVICE_REMOVAL handler takes it, which it does

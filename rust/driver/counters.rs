@@ -9,6 +9,7 @@
 //!
 //! All counters are relaxed atomics: any context, no lock.
 
+use crate::sys::params;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 macro_rules! counters {
@@ -131,20 +132,20 @@ impl Counters {
 
 /// Live connections (endpoints) of the module.
 pub(crate) fn live_conn(delta: i64) {
-    crate::sys::iscsi::live_add(0, delta);
+    params::live_add(params::Live::Conns, delta);
 }
 
 /// One more connection established since the module was loaded.
 pub(crate) fn connect_established() {
-    crate::sys::iscsi::live_add(5, 1);
+    params::live_add(params::Live::Connects, 1);
 }
 
 /// Live QPs (with their CQ and PD).
 pub(crate) fn live_qp(delta: i64) {
-    crate::sys::iscsi::live_add(1, delta);
+    params::live_add(params::Live::Qps, delta);
 }
 
 /// Live fast-registration MRs.
 pub(crate) fn live_mr(delta: i64) {
-    crate::sys::iscsi::live_add(2, delta);
+    params::live_add(params::Live::Mrs, delta);
 }

@@ -13,7 +13,7 @@
 /// whatever the level.
 macro_rules! iser_info {
     ($($arg:tt)*) => {
-        if $crate::sys::iscsi::param_debug_level() > 1 {
+        if $crate::sys::params::param_debug_level() > 1 {
             pr_info!($($arg)*);
         }
     };
@@ -22,7 +22,7 @@ macro_rules! iser_info {
 /// See [`iser_info`].
 macro_rules! iser_dbg {
     ($($arg:tt)*) => {
-        if $crate::sys::iscsi::param_debug_level() > 2 {
+        if $crate::sys::params::param_debug_level() > 2 {
             pr_info!($($arg)*);
         }
     };

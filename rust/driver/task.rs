@@ -9,9 +9,11 @@
 //! invalidation completes (`inv_done`): **no command completes to SCSI
 //! while one of its STags is valid.**
 //!
-//! Contexts: `xmit`/`init` run in process context (libiscsi's xmit work);
+//! Contexts: `xmit`/`init` run from libiscsi's `queuecommand` (the host
+//! has no xmit workqueue: `xmit_can_sleep` is false) or its management
+//! PDU path, under the session's frwd_lock with bottom halves off;
 //! responses and invalidation completions in softirq (the connection's
-//! one CQ); `cleanup` in either.
+//! one CQ); `cleanup` in either, under libiscsi's back_lock.
 
 use super::conn::{IserConn, CMDS_MAX};
 use crate::proto;
@@ -39,7 +41,7 @@ pub(crate) fn max_pages() -> u32 {
 /// SG entries per command: with `virt_boundary_mask` = 4K-1 every entry
 /// but the first and last is a full page, so `max_sectors`/8 entries.
 pub(crate) fn sg_tablesize() -> u32 {
-    (crate::sys::iscsi::param_max_sectors().clamp(8, 8192) / 8).max(1)
+    (crate::sys::params::param_max_sectors().clamp(8, 8192) / 8).max(1)
 }
 
 /// One fast-registration MR of the pool.
@@ -174,7 +176,7 @@ pub(crate) const SIGNAL_EVERY: usize = 16;
 
 /// The `signal_every` module parameter, clamped to `1..=SIGNAL_EVERY`.
 fn signal_every() -> usize {
-    (crate::sys::iscsi::param_signal_every() as usize).clamp(1, SIGNAL_EVERY)
+    (crate::sys::params::param_signal_every() as usize).clamp(1, SIGNAL_EVERY)
 }
 
 /// A send descriptor: the completion handle of one header slot.
@@ -206,7 +208,15 @@ impl CqeHandler for TxDesc {
             }
             return;
         }
-        // Only a signaled Send completes successfully here.
+        // Only a signaled Send completes successfully here. Everything the
+        // descriptor says about this Send (its owner, whether it was the
+        // TMF's or the login buffer's) is read before its slot is
+        // released: from then on xmit, on another CPU, may claim the slot
+        // and overwrite the descriptor for its own Send.
+        let cookie = this.owner_cookie.swap(0, Ordering::AcqRel);
+        let owner_itt = this.owner_itt.load(Ordering::Relaxed);
+        let tmf_send = conn.tmf.is_request_send(this.index);
+        conn.login_tx_done(this.index);
         if let Some(res) = conn.resources() {
             let n = this.batch_len.swap(0, Ordering::Acquire) as usize;
             for b in this.batch.iter().take(n) {
@@ -214,13 +224,11 @@ impl CqeHandler for TxDesc {
             }
             res.tx.slots.release_index(this.index);
         }
-        conn.login_tx_done(this.index);
-        if conn.tmf.is_request_send(this.index) && conn.tmf.update(|r| r.send_completed()) {
+        if tmf_send && conn.tmf.update(|r| r.send_completed()) {
             deliver_held_tmf(conn);
         }
-        let cookie = this.owner_cookie.swap(0, Ordering::AcqRel);
         if cookie != 0 {
-            data_sent(this.owner_itt.load(Ordering::Relaxed), cookie, conn);
+            data_sent(owner_itt, cookie, conn);
         }
     }
 }
@@ -234,7 +242,9 @@ struct Unsignaled {
 /// Send descriptors for command, Data-Out and management PDUs: one header
 /// slot (iSER header + BHS) and one completion handle each.
 pub(crate) struct TxPool {
-    descs: KVec<WithCqe<TxDesc>>,
+    /// ~90 bytes each, thousands of them: a `KVVec` (kvmalloc), so a
+    /// reconnect never needs a high-order block for them.
+    descs: KVVec<WithCqe<TxDesc>>,
     slots: DmaSlots,
     /// Taken in process context (xmit, under libiscsi's frwd_lock) only;
     /// BH-disabling anyway, so it is safe from any context. Innermost lock
@@ -250,7 +260,7 @@ impl TxPool {
         // and up to SIGNAL_EVERY - 1 released ones wait for the next
         // signaled completion.
         let n = data_outs + CMDS_MAX + super::conn::MGMT_MAX + SIGNAL_EVERY as u32;
-        let mut descs = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+        let mut descs = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
         for index in 0..n {
             descs.push(
                 WithCqe::new(
@@ -275,6 +285,14 @@ impl TxPool {
             })?,
             signal_every: signal_every(),
         })
+    }
+
+    /// Bytes this pool allocated (descriptors, header slots) and the
+    /// largest single allocation among them that needs contiguous pages
+    /// (the descriptor table is a `KVVec`: page-sized pieces at worst).
+    pub(crate) fn memory(&self) -> (usize, usize) {
+        let descs = self.descs.len() * core::mem::size_of::<WithCqe<TxDesc>>();
+        (descs + self.slots.bytes(), self.slots.largest_chunk())
     }
 
     /// Posts `[invs] → [regs] → Send(payload)` using header slot `slot`,
@@ -890,7 +908,7 @@ pub(crate) fn init(_conn: &IserConn, _task: Task<'_, IserTask>) -> Result {
 }
 
 /// `xmit_task`: called by libiscsi with the session's frwd_lock held (BH
-/// off) from `queuecommand`, or from its xmit work.
+/// off) from `queuecommand`, or from its management PDU path.
 ///
 /// Every header slot the call needs is reserved before anything is posted:
 /// once the command PDU is on the wire a failure here would make libiscsi
@@ -1260,8 +1278,8 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
     let sg = td.sg.take();
     if let (Some(c), Some((rx, _))) = (conn, held) {
         // A response held for this command will never be delivered: its
-        // receive buffer goes back to the ring (from the receive path).
-        c.orphan_rx(rx);
+        // receive buffer goes back to the ring.
+        c.return_rx(rx);
     }
     if let Some(c) = conn {
         if let Some(res) = c.resources() {

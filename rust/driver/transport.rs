@@ -34,10 +34,7 @@ impl TransportOps for IserTransport {
         ep.iscsi.get()
     }
 
-    fn ep_with_dst_addr(
-        ep: &IserConn,
-        f: &mut dyn FnMut(*mut crate::sys::bindings::sockaddr) -> i32,
-    ) -> Option<i32> {
+    fn ep_with_dst_addr(ep: &IserConn, f: &mut dyn FnMut(iscsi::DstAddr) -> i32) -> Option<i32> {
         ep.with_cm_id(|id| f(id.dst_addr()))
     }
 
@@ -47,7 +44,7 @@ impl TransportOps for IserTransport {
         Ok(HostLimits {
             can_queue: cmds_max.min(CMDS_MAX as u16),
             sg_tablesize: sg as u16,
-            max_sectors: iscsi::param_max_sectors().min(sg * 8),
+            max_sectors: crate::sys::params::param_max_sectors().min(sg * 8),
             // Without SG-gaps registration an FRWR maps whole pages only.
             virt_boundary_mask: if res.dev.sg_gaps_reg() { 0 } else { 4095 },
             dma_dev: res.dev.dma_parent(),
@@ -85,9 +82,9 @@ impl TransportOps for IserTransport {
         }
     }
 
-    fn stats(ep: &IserConn, stats: &mut crate::sys::bindings::iscsi_stats) {
+    fn stats(ep: &IserConn, stats: &mut iscsi::Stats<'_>) {
         for (i, (name, v)) in ep.counters.snapshot().iter().enumerate() {
-            iscsi::set_custom_stat(stats, i, name, *v);
+            stats.set_custom(i, name, *v);
         }
     }
 

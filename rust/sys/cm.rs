@@ -256,7 +256,7 @@ impl CmIdRef {
     }
 
     /// The destination address (for `get_ep_param`).
-    pub(crate) fn dst_addr(self) -> *mut b::sockaddr {
+    pub(crate) fn dst_addr(self) -> super::iscsi::DstAddr {
         // SAFETY: the route lives in the id.
         unsafe { core::ptr::addr_of_mut!((*self.0.as_ptr()).route.addr.dst_addr).cast() }
     }

@@ -72,7 +72,7 @@ pub(crate) trait TransportOps: 'static {
     /// `ISCSI_PARAM_CONN_ADDRESS/PORT`) while the CM id it lives in is
     /// sure to live; None once the id is gone (torn down, or destroyed by
     /// rdma_cm on device removal). `f` does not sleep.
-    fn ep_with_dst_addr(ep: &Self::Ep, f: &mut dyn FnMut(*mut b::sockaddr) -> i32) -> Option<i32>;
+    fn ep_with_dst_addr(ep: &Self::Ep, f: &mut dyn FnMut(DstAddr) -> i32) -> Option<i32>;
     /// Limits for a new session on `ep`: (can_queue, sg_tablesize,
     /// max_sectors, virt_boundary_mask, dma parent device).
     fn session_limits(ep: &Self::Ep, cmds_max: u16) -> Result<HostLimits>;
@@ -85,7 +85,7 @@ pub(crate) trait TransportOps: 'static {
     /// Refuses a parameter iSER cannot honour; Ok lets libiscsi store it.
     fn check_param(param: Param, value: &[u8]) -> Result;
     /// Fills connection statistics.
-    fn stats(ep: &Self::Ep, stats: &mut b::iscsi_stats);
+    fn stats(ep: &Self::Ep, stats: &mut Stats<'_>);
     /// Prepares a task for (re)transmission (`init_task`).
     fn init_task(ep: &Self::Ep, task: Task<'_, Self::TaskData>) -> Result;
     /// Transmits a task (`xmit_task`).
@@ -101,46 +101,6 @@ pub(crate) trait TransportOps: 'static {
 
 /// `ISCSI_ERR_CONN_FAILED`: the connection is gone.
 pub(crate) const ERR_CONN_FAILED: IscsiErr = b::iscsi_err_ISCSI_ERR_CONN_FAILED;
-
-/// The `max_sectors` module parameter (C part, read-only after load).
-pub(crate) fn param_max_sectors() -> u32 {
-    // SAFETY: a 0444 module parameter: written only while loading.
-    unsafe { b::iser_rs_max_sectors }
-}
-
-/// The `inline_sends` module parameter (C part; 0644, read once per
-/// connection setup).
-pub(crate) fn param_inline_sends() -> bool {
-    // SAFETY: a bool module parameter; a concurrent sysfs write stores a
-    // whole byte, and either value is acceptable here.
-    unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_inline_sends)) }
-}
-
-/// The `debug_level` module parameter (C part; 0644, read at each
-/// message it gates): as ib_iser's, > 0 warnings, > 1 information, > 2
-/// debug traces.
-pub(crate) fn param_debug_level() -> i32 {
-    // SAFETY: an aligned int module parameter; a concurrent sysfs write
-    // stores a whole word, and any value is acceptable here.
-    unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_debug_level)) }
-}
-
-/// The `signal_every` module parameter (C part; 0644, read once per
-/// connection setup), unclamped.
-pub(crate) fn param_signal_every() -> u32 {
-    // SAFETY: an aligned u32 module parameter; a concurrent sysfs write
-    // stores a whole word, and any value is clamped by the caller.
-    unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_signal_every)) }
-}
-
-/// Adds `delta` to module-wide live-object counter `which` (0: connections,
-/// 1: QPs, 2: MRs, 3: PDs, 4: CQs, 5: connections established since load),
-/// shown as read-only module parameters.
-pub(crate) fn live_add(which: u32, delta: i64) {
-    // SAFETY: an atomic_add on a static array entry; `which` is checked
-    // on the C side.
-    unsafe { b::iser_rs_live_add(which as i32, delta as i32) };
-}
 
 /// Sleeps `ms` milliseconds (process context only).
 pub(crate) fn sleep_ms(ms: u32) {
@@ -248,7 +208,8 @@ impl Conn {
 }
 
 /// A connection slot published to completion handlers: set at bind,
-/// cleared at stop, read from any context.
+/// cleared by the endpoint's teardown (`ep_disconnect`, before the QP is
+/// drained), read from any context.
 pub(crate) struct ConnSlot(core::sync::atomic::AtomicPtr<b::iscsi_conn>);
 
 impl ConnSlot {
@@ -484,8 +445,9 @@ unsafe impl Send for Registration {}
 // SAFETY: as above.
 unsafe impl Sync for Registration {}
 
-/// The registered tables the trampolines need (set once at module init,
-/// cleared at exit; the module cannot be unloaded while a session holds it).
+/// The registered tables the trampolines need: set once at module init and
+/// never cleared (no trampoline runs after `iscsi_unregister_transport`,
+/// and the module cannot be unloaded while a session holds it).
 struct Globals {
     table: *mut b::iscsi_transport,
     sht: *const b::scsi_host_template,
@@ -869,16 +831,31 @@ unsafe extern "C" fn get_stats_tr<T: TransportOps>(
         // readers before freeing it).
         super::rcu::read_section(|| {
             if let Some(ep) = conn_ep::<T>(conn) {
-                T::stats(ep, s);
+                T::stats(ep, &mut Stats(s));
             }
         });
     }
 }
 
+/// A target address as the CM id holds it (`struct sockaddr *`), handed
+/// through the driver to libiscsi's formatter without being read there.
+pub(crate) type DstAddr = *mut b::sockaddr;
+
+/// The statistics buffer of one `get_stats` call.
+pub(crate) struct Stats<'a>(&'a mut b::iscsi_stats);
+
+impl Stats<'_> {
+    /// Fills custom statistic `i` (name at most 63 bytes).
+    pub(crate) fn set_custom(&mut self, i: usize, name: &str, value: u64) {
+        set_custom_stat(self.0, i, name, value)
+    }
+}
+
 /// Fills custom statistic `i` of `stats` (name at most 63 bytes).
-pub(crate) fn set_custom_stat(stats: &mut b::iscsi_stats, i: usize, name: &str, value: u64) {
-    // SAFETY: `stats` comes from libiscsi's get_stats buffer, which holds
-    // ISCSI_STATS_CUSTOM_MAX entries after the fixed fields.
+fn set_custom_stat(stats: &mut b::iscsi_stats, i: usize, name: &str, value: u64) {
+    // SAFETY: `stats` comes from libiscsi's get_stats buffer (the only
+    // way to a `Stats`), which holds ISCSI_STATS_CUSTOM_MAX entries after
+    // the fixed fields.
     let custom = unsafe {
         stats
             .custom

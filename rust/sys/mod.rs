@@ -8,6 +8,7 @@
 //! - [`iscsi`]: scsi_transport_iscsi + libiscsi (transport table, host, tasks).
 //! - [`verbs`]: ib_core PD, CQ, MR, DMA buffers, work requests, completions.
 //! - [`cm`]: rdma_cm ids, their event handler and QP.
+//! - [`params`]: module parameters and the live-object counters.
 //! - [`bhlock`]: `BhSpinLock`, a spinlock that disables bottom halves.
 //! - [`pool`]: `IndexPool`, lock-free index allocation with reservations.
 //! - [`rcu`]: `RcuSlot`, a value readable from any context and revocable
@@ -42,6 +43,7 @@ pub(crate) mod bhlock;
 pub(crate) mod bindings;
 pub(crate) mod cm;
 pub(crate) mod iscsi;
+pub(crate) mod params;
 pub(crate) mod pool;
 pub(crate) mod rcu;
 pub(crate) mod verbs;

@@ -92,8 +92,6 @@ impl Device {
 }
 
 /// Live-object counter indices (see `iser_rs_live` in the C part).
-const LIVE_PD: u32 = 3;
-const LIVE_CQ: u32 = 4;
 
 /// A protection domain of one connection: its QP and MRs, nothing else.
 /// An rkey is an MR index plus an 8-bit key, so it can be guessed; with a
@@ -118,7 +116,7 @@ impl Pd {
     pub(crate) fn new(dev: Device) -> Result<Self> {
         // SAFETY: `dev` is live (its invariant).
         let pd = super::from_err_ptr(unsafe { b::iser_rs_alloc_pd(dev.as_ptr()) })?;
-        super::iscsi::live_add(LIVE_PD, 1);
+        super::params::live_add(super::params::Live::Pds, 1);
         Ok(Pd { pd })
     }
 
@@ -139,7 +137,7 @@ impl Drop for Pd {
         // dropped before it by the owner's documented order (`Resources`
         // declares the PD last).
         unsafe { b::iser_rs_dealloc_pd(self.as_ptr()) };
-        super::iscsi::live_add(LIVE_PD, -1);
+        super::params::live_add(super::params::Live::Pds, -1);
     }
 }
 
@@ -167,7 +165,7 @@ impl Cq {
             )
         };
         let cq = super::from_err_ptr(cq)?;
-        super::iscsi::live_add(LIVE_CQ, 1);
+        super::params::live_add(super::params::Live::Cqs, 1);
         Ok(Cq { cq, nr_cqe })
     }
 
@@ -181,7 +179,7 @@ impl Drop for Cq {
         // SAFETY: got from the pool in `from_pool` with the same count; the
         // QP using it is destroyed before (owner's order).
         unsafe { b::ib_cq_pool_put(self.as_ptr(), self.nr_cqe) };
-        super::iscsi::live_add(LIVE_CQ, -1);
+        super::params::live_add(super::params::Live::Cqs, -1);
     }
 }
 
@@ -382,14 +380,31 @@ impl DmaBuf {
     }
 }
 
-/// A DMA-mapped (to the device) buffer cut into `n` equal slots, each
-/// claimed exclusively before the CPU writes it: the send-side header
-/// buffers of a connection.
+/// `n` equal DMA-mapped (to the device) slots, each claimed exclusively
+/// before the CPU writes it: the send-side header buffers of a
+/// connection. The slots live in chunks of one page (or of one slot, if a
+/// slot is larger), each its own allocation and mapping: a connection's
+/// thousands of header slots never need a high-order block, which a
+/// reconnect under memory pressure could not get.
 pub(crate) struct DmaSlots {
-    buf: DmaBuf,
-    base: *mut u8,
+    /// Chunk `c` holds slots `c * per_chunk ..`; a `KVVec`, so the chunk
+    /// table itself never needs contiguous pages either.
+    chunks: KVVec<SlotChunk>,
+    per_chunk: usize,
     slot_len: usize,
     free: IndexPool,
+}
+
+/// The chunk size [`DmaSlots`] cuts its slots from.
+const SLOT_CHUNK: usize = 4096;
+
+/// One chunk of a [`DmaSlots`].
+struct SlotChunk {
+    buf: DmaBuf,
+    /// `buf`'s memory, taken with `as_mut_ptr` when the chunk was made:
+    /// slots are written through it (never through a shared borrow of
+    /// `buf`).
+    base: *mut u8,
 }
 
 // SAFETY: slot contents are only written through a `SlotToken`, which is
@@ -420,14 +435,32 @@ impl SlotReservation<'_> {
 
 impl DmaSlots {
     pub(crate) fn new(dev: Device, n: u32, slot_len: usize) -> Result<Self> {
-        let mut buf = DmaBuf::new(dev, n as usize * slot_len, true, GFP_KERNEL)?;
-        let base = buf.buf.as_mut_ptr();
+        let slot_len = slot_len.max(1);
+        let per_chunk = (SLOT_CHUNK / slot_len).max(1);
+        let n_chunks = (n as usize).div_ceil(per_chunk);
+        let mut chunks = KVVec::with_capacity(n_chunks, GFP_KERNEL)?;
+        for c in 0..n_chunks {
+            let slots = per_chunk.min(n as usize - c * per_chunk);
+            let mut buf = DmaBuf::new(dev, slots * slot_len, true, GFP_KERNEL)?;
+            let base = buf.buf.as_mut_ptr();
+            chunks.push(SlotChunk { buf, base }, GFP_KERNEL)?;
+        }
         Ok(DmaSlots {
-            buf,
-            base,
+            chunks,
+            per_chunk,
             slot_len,
             free: IndexPool::new(n)?,
         })
+    }
+
+    /// Bytes of slot memory (the chunks' buffers).
+    pub(crate) fn bytes(&self) -> usize {
+        self.chunks.iter().map(|c| c.buf.len()).sum()
+    }
+
+    /// The largest single buffer among the chunks.
+    pub(crate) fn largest_chunk(&self) -> usize {
+        self.chunks.iter().map(|c| c.buf.len()).max().unwrap_or(0)
     }
 
     /// Sets `n` slots aside, all or none (lock-free; any context).
@@ -467,18 +500,34 @@ impl DmaSlots {
         f: impl FnOnce(&mut [u8]),
     ) -> Sge {
         let len = len.min(self.slot_len);
-        let off = t.0 as usize * self.slot_len;
+        let i = t.0 as usize;
+        let off = (i % self.per_chunk) * self.slot_len;
+        let Some(chunk) = self.chunks.get(i / self.per_chunk) else {
+            // INVARIANT: tokens come from `free`, sized `n` in `new`, and
+            // the chunks hold `n` slots; an empty SGE if that ever broke.
+            return Sge {
+                addr: 0,
+                length: 0,
+                lkey,
+            };
+        };
+        let base = chunk.base;
         // SAFETY: the token is the unique claim of this slot (see
-        // `claim`), the slot lies inside the buffer, and the buffer is not
-        // reallocated while `self` lives.
-        let slot = unsafe { core::slice::from_raw_parts_mut(self.base.add(off), self.slot_len) };
+        // `claim`), the slot lies inside its chunk (`new` sized each chunk
+        // for its slots), and no chunk is reallocated while `self` lives.
+        let slot = unsafe { core::slice::from_raw_parts_mut(base.add(off), self.slot_len) };
         f(&mut slot[..len]);
-        // SAFETY: the range lies in the mapping made in `DmaBuf::new`.
+        // SAFETY: the range lies in the chunk's mapping made in `DmaBuf::new`.
         unsafe {
-            b::iser_rs_dma_sync_for_device(self.buf.dev.as_ptr(), self.buf.dma + off as u64, len, 1)
+            b::iser_rs_dma_sync_for_device(
+                chunk.buf.dev.as_ptr(),
+                chunk.buf.dma + off as u64,
+                len,
+                1,
+            )
         };
         Sge {
-            addr: self.buf.dma + off as u64,
+            addr: chunk.buf.dma + off as u64,
             length: len as u32,
             lkey,
         }

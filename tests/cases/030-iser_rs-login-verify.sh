@@ -3,7 +3,8 @@
 # verify passes (random writes then verified reads), logout and rmmod
 # leave no live connection, QP or MR behind. Then `debug_level` as
 # ib_iser's: 0 (the default) prints no trace, 3 prints the connection
-# setup (level > 1) and every CM event (level > 2).
+# setup (level > 1) and every CM event (level > 2). The setup line's
+# memory figures: no buffer of the connection needs more than order 2.
 . "$(dirname "$0")/../lib.sh"
 setup_rdma rxe
 setup_target 1
@@ -33,4 +34,11 @@ log "debug_level=3: $setup setup lines, $events CM event lines ($(grep -m1 'iser
 # target closes first).
 [ "$setup" -ge 2 ] || die "debug_level=3: $setup setup lines (2 connections)"
 [ "$events" -ge 6 ] || die "debug_level=3: $events CM event lines"
+# Memory per connection, as the setup line counts it from the objects it
+# made: no buffer of ours on the (re)connect path needs more than an
+# order-2 block (a receive buffer of 8284 bytes, as ib_iser's; the
+# thousands of header slots come in page-sized chunks, the descriptor
+# table from kvmalloc).
+largest=$(grep -m1 -o 'largest contiguous allocation [0-9]*' /tmp/030.kmsg | grep -o '[0-9]*$')
+[ -n "$largest" ] && [ "$largest" -le 16384 ] || die "largest contiguous allocation ${largest:-?} bytes (more than order 2)"
 rmmod iser_rs || die "rmmod iser_rs"

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The module's parameters as the driver reads them: the tunables
+//! (declared in the C part, since 6.12's `kernel` crate has no module
+//! parameters) and the live-object counters shown beside them.
+
+use super::bindings as b;
+
+/// The `max_sectors` module parameter (C part, read-only after load).
+pub(crate) fn param_max_sectors() -> u32 {
+    // SAFETY: a 0444 module parameter: written only while loading.
+    unsafe { b::iser_rs_max_sectors }
+}
+
+/// The `inline_sends` module parameter (C part; 0644, read once per
+/// connection setup).
+pub(crate) fn param_inline_sends() -> bool {
+    // SAFETY: a bool module parameter; a concurrent sysfs write stores a
+    // whole byte, and either value is acceptable here.
+    unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_inline_sends)) }
+}
+
+/// The `debug_level` module parameter (C part; 0644, read at each
+/// message it gates): as ib_iser's, > 0 warnings, > 1 information, > 2
+/// debug traces.
+pub(crate) fn param_debug_level() -> i32 {
+    // SAFETY: an aligned int module parameter; a concurrent sysfs write
+    // stores a whole word, and any value is acceptable here.
+    unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_debug_level)) }
+}
+
+/// The `signal_every` module parameter (C part; 0644, read once per
+/// connection setup), unclamped.
+pub(crate) fn param_signal_every() -> u32 {
+    // SAFETY: an aligned u32 module parameter; a concurrent sysfs write
+    // stores a whole word, and any value is clamped by the caller.
+    unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_signal_every)) }
+}
+
+/// The module-wide live-object counters, shown as read-only module
+/// parameters (`iser_rs_live[]` in the C part, in this order).
+#[derive(Clone, Copy)]
+#[repr(i32)]
+pub(crate) enum Live {
+    /// `live_conns`: endpoints.
+    Conns = 0,
+    /// `live_qps`: QPs.
+    Qps = 1,
+    /// `live_mrs`: fast-registration MRs.
+    Mrs = 2,
+    /// `live_pds`: protection domains.
+    Pds = 3,
+    /// `live_cqs`: CQs taken from the device's pool.
+    Cqs = 4,
+    /// `connects`: connections established since the module was loaded.
+    Connects = 5,
+}
+
+/// Adds `delta` to the live-object counter `which`.
+pub(crate) fn live_add(which: Live, delta: i64) {
+    // SAFETY: an atomic_add on a static array entry; every `Live` is an
+    // index of that array (and the C side checks the range anyway).
+    unsafe { b::iser_rs_live_add(which as i32, delta as i32) };
+}
