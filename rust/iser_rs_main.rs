@@ -12,6 +12,10 @@
 //! Teardown order (reverse of `init`): the transport is unregistered first,
 //! so no new session can start while the rest goes away.
 
+// `pin_init!` of `IserConn` (twenty-odd fields) expands deeper than the
+// default limit of 128.
+#![recursion_limit = "256"]
+
 mod driver;
 #[path = "proto/src/core/mod.rs"]
 #[allow(dead_code, unused_imports, unreachable_pub, missing_docs)]

@@ -148,23 +148,6 @@ void iser_rs_noio_restore(unsigned int flags)
 	memalloc_noio_restore(flags);
 }
 
-/*
- * Serialises connection teardown steps (drain, QP destroy, freeing the
- * resources) between a CM handler (device removal) and ep_disconnect.
- * Process context; never held while waiting for a CM handler.
- */
-static DEFINE_MUTEX(iser_rs_teardown_mutex);
-
-void iser_rs_teardown_lock(void)
-{
-	mutex_lock(&iser_rs_teardown_mutex);
-}
-
-void iser_rs_teardown_unlock(void)
-{
-	mutex_unlock(&iser_rs_teardown_mutex);
-}
-
 void iser_rs_live_add(int which, int delta)
 {
 	if (which >= 0 && which < ARRAY_SIZE(iser_rs_live))

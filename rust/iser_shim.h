@@ -54,8 +54,6 @@ void iser_rs_rcu_read_unlock(void);
 void iser_rs_synchronize_rcu(void);
 unsigned int iser_rs_noio_save(void);
 void iser_rs_noio_restore(unsigned int flags);
-void iser_rs_teardown_lock(void);
-void iser_rs_teardown_unlock(void);
 spinlock_t *iser_rs_bh_lock_new(void);
 void iser_rs_bh_lock_free(spinlock_t *lock);
 void iser_rs_spin_lock_bh(spinlock_t *lock);

@@ -12,8 +12,9 @@
 //!   connection, so they never run concurrently with each other.
 //! - iscsid/libiscsi callbacks: process context.
 //! - The bound libiscsi connection is published in a [`ConnSlot`].
-//! - Teardown steps run under the global teardown mutex (process context),
-//!   so device removal (CM handler) and `ep_disconnect` never interleave.
+//! - Teardown steps run under the connection's teardown mutex (process
+//!   context), so device removal (CM handler) and `ep_disconnect` never
+//!   interleave.
 //! - [`RxGate`] (a BH spinlock, any context; innermost but for the
 //!   provider's own queue lock): task cleanup reposts a held response's
 //!   receive buffer under it, possibly inside libiscsi's back_lock (lock
@@ -38,8 +39,10 @@ use crate::sys::rcu::{RcuGuard, RcuSlot};
 use crate::sys::verbs::{Cq, CqeHandler, Device, DmaBuf, DmaSlots, Pd, QpRef, Wc, WithCqe};
 use core::pin::Pin;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
-use kernel::error::code::{EBUSY, EIO, ENODEV};
+use kernel::error::code::{EBUSY, EIO, ENODEV, ERESTARTSYS};
 use kernel::prelude::*;
+use kernel::sync::{new_condvar, new_mutex, CondVar, CondVarTimeoutResult, Mutex};
+use kernel::time::msecs_to_jiffies;
 
 /// Commands in flight per connection: the session's `can_queue` is
 /// clamped to this, and every budget below derives from it.
@@ -130,9 +133,26 @@ struct RxGate {
 }
 
 /// One iSER connection; the `Ep` of the `iser` transport.
+#[pin_data]
 pub(crate) struct IserConn {
+    /// `State`; read lock-free from any context, written under
+    /// `state_lock` (process context) and announced on `state_changed`.
     state: AtomicU8,
+    /// The errno `ep_poll` reports in `State::Failed`.
     error: AtomicI32,
+    /// Serialises state changes with `ep_poll`'s check-then-wait.
+    #[pin]
+    state_lock: Mutex<()>,
+    /// `ep_poll` waits here for the CM handlers' outcome.
+    #[pin]
+    state_changed: CondVar,
+    /// Serialises this connection's teardown steps (drain, QP destroy,
+    /// freeing the resources, taking the CM id) between its CM handler
+    /// (device removal) and `ep_disconnect`. Process context; never held
+    /// while waiting for a CM handler. Per connection: one device's
+    /// teardown never waits for another's.
+    #[pin]
+    teardown: Mutex<()>,
     cm: RcuSlot<CmId>,
     res: RcuSlot<Resources>,
     pub(crate) iscsi: ConnSlot,
@@ -173,10 +193,13 @@ impl IserConn {
     /// Allocates the connection and starts address resolution of `dst`.
     pub(crate) fn connect(dst: &SockAddr<'_>) -> Result<Pin<KBox<IserConn>>> {
         let rx_gate = BhSpinLock::new(RxGate { open: true })?;
-        let conn = KBox::pin(
-            IserConn {
+        let conn = KBox::pin_init(
+            pin_init!(IserConn {
                 state: AtomicU8::new(State::Connecting as u8),
                 error: AtomicI32::new(0),
+                state_lock <- new_mutex!(()),
+                state_changed <- new_condvar!(),
+                teardown <- new_mutex!(()),
                 cm: RcuSlot::new(),
                 res: RcuSlot::new(),
                 iscsi: ConnSlot::new(),
@@ -193,7 +216,7 @@ impl IserConn {
                 orphans: [const { AtomicU64::new(0) }; ORPHAN_WORDS],
                 rx_gate,
                 counters: Counters::new(),
-            },
+            }),
             GFP_KERNEL,
         )?;
         // The connection is pinned in its box and outlives the id:
@@ -226,9 +249,20 @@ impl IserConn {
         }
     }
 
+    /// Moves to `s` (with `err` for `State::Failed`) and wakes `ep_poll`.
+    /// Process context (CM handlers, `quiesce`).
+    fn set_state(&self, s: State, err: Option<Error>) {
+        let guard = self.state_lock.lock();
+        if let Some(e) = err {
+            self.error.store(e.to_errno(), Ordering::Relaxed);
+        }
+        self.state.store(s as u8, Ordering::Release);
+        drop(guard);
+        self.state_changed.notify_all();
+    }
+
     fn fail(&self, err: Error) {
-        self.error.store(err.to_errno(), Ordering::Relaxed);
-        self.state.store(State::Failed as u8, Ordering::Release);
+        self.set_state(State::Failed, Some(err));
     }
 
     /// The RDMA resources, while published: an RCU read-side section for
@@ -237,9 +271,12 @@ impl IserConn {
         self.res.get()
     }
 
-    /// `ep_poll`: waits up to `timeout_ms` (in 1 ms steps) for the outcome.
+    /// `ep_poll`: waits up to `timeout_ms` for the outcome of the
+    /// connection attempt (woken by `set_state`); Ok(false) if there is
+    /// none yet. Interrupted by a signal: ERESTARTSYS, as ib_iser.
     pub(crate) fn poll(&self, timeout_ms: u32) -> Result<bool> {
-        let mut waited = 0;
+        let mut left = msecs_to_jiffies(timeout_ms);
+        let mut guard = self.state_lock.lock();
         loop {
             match self.state() {
                 State::Up => return Ok(true),
@@ -247,11 +284,17 @@ impl IserConn {
                 State::Down => return Err(ENOTCONN()),
                 State::Connecting => {}
             }
-            if waited >= timeout_ms {
+            if left == 0 {
                 return Ok(false);
             }
-            crate::sys::iscsi::sleep_ms(1);
-            waited += 1;
+            left = match self
+                .state_changed
+                .wait_interruptible_timeout(&mut guard, left)
+            {
+                CondVarTimeoutResult::Timeout => 0,
+                CondVarTimeoutResult::Woken { jiffies } => jiffies,
+                CondVarTimeoutResult::Signal { .. } => return Err(ERESTARTSYS),
+            };
         }
     }
 
@@ -685,32 +728,31 @@ impl IserConn {
     pub(crate) fn quiesce(&self) {
         // Under the teardown lock: a second caller (device removal racing
         // stop_conn) returns only once the first has drained.
-        crate::sys::with_teardown_lock(|| {
-            if self.drained.swap(true, Ordering::AcqRel) {
-                return;
-            }
-            // No receive is posted from outside the completion handler
-            // from here on (`return_rx`): the drain below covers them all.
-            self.rx_gate.with(|gate| gate.open = false);
-            // The id handle is copied out of the RCU guard: disconnecting
-            // sleeps. The id lives until `shutdown` revokes it, after this,
-            // or until the DEVICE_REMOVAL handler takes it, which it does
-            // under this same teardown lock.
-            let id = self.cm.get().map(|c| c.as_ref());
-            if let Some(id) = id {
-                id.disconnect();
-            }
-            // Copy the QP handle out: draining sleeps, which an RCU guard
-            // must not. The QP lives until `release_resources`.
-            let qp = self.res.get().map(|r| r.qp);
-            if let Some(qp) = qp {
-                qp.drain();
-            }
-            self.flushed.store(true, Ordering::Release);
-            if self.state() == State::Up {
-                self.state.store(State::Down as u8, Ordering::Release);
-            }
-        });
+        let _teardown = self.teardown.lock();
+        if self.drained.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // No receive is posted from outside the completion handler
+        // from here on (`return_rx`): the drain below covers them all.
+        self.rx_gate.with(|gate| gate.open = false);
+        // The id handle is copied out of the RCU guard: disconnecting
+        // sleeps. The id lives until `shutdown` revokes it, after this,
+        // or until the DEVICE_REMOVAL handler takes it, which it does
+        // under this same teardown lock.
+        let id = self.cm.get().map(|c| c.as_ref());
+        if let Some(id) = id {
+            id.disconnect();
+        }
+        // Copy the QP handle out: draining sleeps, which an RCU guard
+        // must not. The QP lives until `release_resources`.
+        let qp = self.res.get().map(|r| r.qp);
+        if let Some(qp) = qp {
+            qp.drain();
+        }
+        self.flushed.store(true, Ordering::Release);
+        if self.state() == State::Up {
+            self.set_state(State::Down, None);
+        }
     }
 
     /// Destroys the QP and frees the RDMA resources (MRs, buffers, CQ, the
@@ -720,23 +762,22 @@ impl IserConn {
     /// (the CQ pool, for one, must be back to empty by then).
     fn release_resources(&self) {
         self.quiesce();
-        crate::sys::with_teardown_lock(|| {
-            // Unpublish first and wait for the readers (xmit, completion
-            // handlers, task cleanup) to leave their RCU sections: from here
-            // on nobody can post to the QP, so destroying it is safe (rxe
-            // warns on a post to a destroyed QP, and a real HCA would use a
-            // freed QP). The CQ, MRs and buffers the QP used are dropped
-            // only after the QP is gone.
-            let res = self.res.take();
-            let id = self.cm.get().map(|c| c.as_ref());
-            if let Some(id) = id {
-                id.destroy_qp();
-            }
-            if let Some(res) = res {
-                drop(res);
-                super::counters::live_qp(-1);
-            }
-        });
+        let _teardown = self.teardown.lock();
+        // Unpublish first and wait for the readers (xmit, completion
+        // handlers, task cleanup) to leave their RCU sections: from here
+        // on nobody can post to the QP, so destroying it is safe (rxe
+        // warns on a post to a destroyed QP, and a real HCA would use a
+        // freed QP). The CQ, MRs and buffers the QP used are dropped
+        // only after the QP is gone.
+        let res = self.res.take();
+        let id = self.cm.get().map(|c| c.as_ref());
+        if let Some(id) = id {
+            id.destroy_qp();
+        }
+        if let Some(res) = res {
+            drop(res);
+            super::counters::live_qp(-1);
+        }
     }
 
     /// `ep_disconnect`: quiesce, free the resources, destroy the CM id
@@ -773,7 +814,7 @@ impl CmHandler for IserConn {
                 let terms = proto::cm_private::accept_decision(true, ev.private_data);
                 self.remote_inv
                     .store(terms.remote_invalidate, Ordering::Release);
-                self.state.store(State::Up as u8, Ordering::Release);
+                self.set_state(State::Up, None);
                 super::counters::connect_established();
                 pr_info!(
                     "connected (target invalidates STags: {})\n",
@@ -804,23 +845,18 @@ impl CmHandler for IserConn {
                 // 048). The id goes back to rdma_cm, which destroys it
                 // after this handler; ep_disconnect later finds it gone.
                 pr_info!("RDMA device removed: releasing the connection's resources\n");
-                self.state.store(
-                    if self.state() == State::Connecting {
-                        State::Failed
-                    } else {
-                        State::Down
-                    } as u8,
-                    Ordering::Release,
-                );
-                if self.state() == State::Failed {
-                    self.error.store(ENODEV.to_errno(), Ordering::Relaxed);
+                if self.state() == State::Connecting {
+                    self.fail(ENODEV);
+                } else {
+                    self.set_state(State::Down, None);
                 }
                 self.release_resources();
                 self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
                 // Under the teardown lock, which every other use of the id
                 // outside an RCU section (quiesce, release_resources)
                 // holds; `take` waits for the RCU readers (get_ep_param).
-                return crate::sys::with_teardown_lock(|| self.cm.take());
+                let _teardown = self.teardown.lock();
+                return self.cm.take();
             }
             CmEventKind::Disconnected | CmEventKind::AddrChange => {
                 if self.logged_out.load(Ordering::Acquire) {
@@ -831,7 +867,7 @@ impl CmHandler for IserConn {
                 if self.state() == State::Connecting {
                     self.fail(EIO);
                 } else {
-                    self.state.store(State::Down as u8, Ordering::Release);
+                    self.set_state(State::Down, None);
                 }
                 self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
             }

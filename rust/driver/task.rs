@@ -306,13 +306,13 @@ impl TxPool {
         qp: crate::sys::verbs::QpRef,
         invs: &[u32],
         regs: &[RegReq<'_>],
-        slot: SlotToken,
+        slot: SlotToken<'_>,
         payload: SendPayload<'_>,
         always_signal: bool,
         owner: Option<(u32, u64)>,
     ) -> Result {
+        // A token dropped on the error paths below releases its slot.
         let Some(d) = self.descs.get(slot.index() as usize) else {
-            self.slots.release(slot);
             return Err(EINVAL);
         };
         let (itt, cookie) = owner.unwrap_or((0, 0));
@@ -345,10 +345,7 @@ impl TxPool {
                 self.slots.posted(slot);
                 Ok(())
             }
-            Err(e) => {
-                self.slots.release(slot);
-                Err(e)
-            }
+            Err(e) => Err(e),
         }
     }
 }
@@ -372,7 +369,7 @@ fn hdr_bytes(iser: &[u8; proto::iser_hdr::ISER_HDR_LEN], bhs: &[u8]) -> [u8; HDR
 /// Writes an iSER header and BHS into a claimed header slot.
 fn fill_hdr(
     slots: &DmaSlots,
-    t: &mut crate::sys::verbs::SlotToken,
+    t: &mut crate::sys::verbs::SlotToken<'_>,
     iser: &[u8; proto::iser_hdr::ISER_HDR_LEN],
     bhs: &[u8],
     lkey: u32,
@@ -381,7 +378,7 @@ fn fill_hdr(
 }
 
 /// Writes prepared headers (`hdr_bytes`) into a claimed header slot.
-fn write_hdrs(slots: &DmaSlots, t: &mut SlotToken, hdrs: &[u8; HDRS], lkey: u32) -> Sge {
+fn write_hdrs(slots: &DmaSlots, t: &mut SlotToken<'_>, hdrs: &[u8; HDRS], lkey: u32) -> Sge {
     slots.write(t, HDRS, lkey, |buf| {
         let n = buf.len().min(HDRS);
         buf[..n].copy_from_slice(&hdrs[..n]);
@@ -1007,7 +1004,7 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
 fn send_command(
     conn: &IserConn,
     task: &mut Task<'_, IserTask>,
-    slot: SlotToken,
+    slot: SlotToken<'_>,
 ) -> Result<Option<(u64, u32)>> {
     let res = conn.resources().ok_or_else(ENOTCONN)?;
     let (dir, len, _, _) = task.scsi_data();
@@ -1020,7 +1017,6 @@ fn send_command(
         let mapped = match task.map_sg(res.dev) {
             Ok(m) => m,
             Err(e) => {
-                res.tx.slots.release(slot);
                 return Err(e);
             }
         };
@@ -1036,13 +1032,11 @@ fn send_command(
             }
         }
         let Some(i) = res.mrs.get() else {
-            res.tx.slots.release(slot);
             conn.counters.tx_full();
             return Err(ENOBUFS());
         };
         let Some(mr) = res.mrs.mr(i) else {
             res.mrs.put(i, false);
-            res.tx.slots.release(slot);
             return Err(EINVAL);
         };
         {
@@ -1059,7 +1053,6 @@ fn send_command(
         mr.bump_key();
         if let Err(e) = mr.map_sg(&mapped) {
             res.mrs.put(i, inv.is_some());
-            res.tx.slots.release(slot);
             return Err(e);
         }
         let td = task.data().ok_or(EINVAL)?;
@@ -1098,7 +1091,7 @@ fn send_command(
 fn post_command(
     conn: &IserConn,
     task: &mut Task<'_, IserTask>,
-    mut slot: SlotToken,
+    mut slot: SlotToken<'_>,
     read: Option<proto::iser_hdr::StagVa>,
     write: Option<proto::iser_hdr::StagVa>,
     inv: Option<u32>,
@@ -1132,7 +1125,6 @@ fn post_command(
             SendPayload::Sges(&sges[..1])
         } else {
             let Some((base, lkey)) = td.local_data else {
-                res.tx.slots.release(slot);
                 return Err(EINVAL);
             };
             sges[1] = Sge {
@@ -1200,11 +1192,9 @@ fn xmit_mgmt(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     // buffer: header and data in one SGE (at most 8 KiB of data, the login
     // limit; text and NOP-Out data fit it). One such PDU at a time.
     if data_len > super::conn::RX_DATA_LEN {
-        res.tx.slots.release(slot);
         return Err(EINVAL);
     }
     let Some(mut ltok) = res.login_tx.claim() else {
-        res.tx.slots.release(slot);
         return Err(ENOBUFS());
     };
     let data = task.mgmt_data();
@@ -1227,13 +1217,10 @@ fn xmit_mgmt(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
                 Ok(())
             }
         });
-        if let Err(e) = posted {
-            // Nothing was sent: the header slot and the login buffer go
-            // back (the login task is libiscsi's only one).
-            res.login_tx.release(ltok);
-            res.tx.slots.release(slot);
-            return Err(e);
-        }
+        // Nothing was sent on an error: the header slot and the login
+        // buffer go back as their tokens drop (the login task is
+        // libiscsi's only one).
+        posted?;
     }
     let idx = slot.index();
     conn.login_tx_posted(idx);
@@ -1247,7 +1234,6 @@ fn xmit_mgmt(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
         None,
     ) {
         conn.login_tx_done(idx);
-        res.login_tx.release(ltok);
         return Err(e);
     }
     res.login_tx.posted(ltok);

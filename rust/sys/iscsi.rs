@@ -102,12 +102,6 @@ pub(crate) trait TransportOps: 'static {
 /// `ISCSI_ERR_CONN_FAILED`: the connection is gone.
 pub(crate) const ERR_CONN_FAILED: IscsiErr = b::iscsi_err_ISCSI_ERR_CONN_FAILED;
 
-/// Sleeps `ms` milliseconds (process context only).
-pub(crate) fn sleep_ms(ms: u32) {
-    // SAFETY: plain kernel call; callers are in process context.
-    unsafe { b::msleep(ms) };
-}
-
 /// Limits a session's SCSI host takes from its first connection.
 pub(crate) struct HostLimits {
     pub(crate) can_queue: u16,

@@ -12,18 +12,7 @@
 //! - [`bhlock`]: `BhSpinLock`, a spinlock that disables bottom halves.
 //! - [`pool`]: `IndexPool`, lock-free index allocation with reservations.
 //! - [`rcu`]: `RcuSlot`, a value readable from any context and revocable
-//!   (RCU) from process context; and the global teardown lock.
-
-/// Runs `f` under the global teardown mutex (process context only; `f`
-/// must not wait for a CM handler). See `iser_rs_teardown_mutex`.
-pub(crate) fn with_teardown_lock<R>(f: impl FnOnce() -> R) -> R {
-    // SAFETY: a plain kernel mutex; callers are in process context.
-    unsafe { bindings::iser_rs_teardown_lock() };
-    let r = f();
-    // SAFETY: locked above by this thread.
-    unsafe { bindings::iser_rs_teardown_unlock() };
-    r
-}
+//!   (RCU) from process context.
 
 /// Runs `f` in a NOIO allocation scope: every allocation of this task in
 /// `f` (ours and the C callees') behaves as GFP_NOIO, so reclaim never

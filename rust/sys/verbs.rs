@@ -91,8 +91,6 @@ impl Device {
     }
 }
 
-/// Live-object counter indices (see `iser_rs_live` in the C part).
-
 /// A protection domain of one connection: its QP and MRs, nothing else.
 /// An rkey is an MR index plus an 8-bit key, so it can be guessed; with a
 /// PD per connection, an STag advertised on one connection names nothing
@@ -413,23 +411,39 @@ unsafe impl Send for DmaSlots {}
 // SAFETY: as above.
 unsafe impl Sync for DmaSlots {}
 
-/// Exclusive right to write one slot of a [`DmaSlots`], from `claim` until
-/// it is released (directly, or after the Send that used it completed).
-pub(crate) struct SlotToken(u32);
+/// Exclusive right to write one slot of a [`DmaSlots`], from `claim` (or
+/// a reservation's `take`) until it is posted ([`DmaSlots::posted`]: the
+/// completion of the Send that names the slot releases it then) or
+/// dropped: a token dropped on an error path releases its slot, so no path
+/// leaks one.
+pub(crate) struct SlotToken<'a> {
+    slots: &'a DmaSlots,
+    index: u32,
+}
 
-impl SlotToken {
+impl SlotToken<'_> {
     pub(crate) fn index(&self) -> u32 {
-        self.0
+        self.index
+    }
+}
+
+impl Drop for SlotToken<'_> {
+    fn drop(&mut self) {
+        self.slots.free.release(self.index);
     }
 }
 
 /// Slots set aside by [`DmaSlots::reserve`] (see [`Reservation`]).
-pub(crate) struct SlotReservation<'a>(Reservation<'a>);
+pub(crate) struct SlotReservation<'a> {
+    slots: &'a DmaSlots,
+    rsv: Reservation<'a>,
+}
 
-impl SlotReservation<'_> {
+impl<'a> SlotReservation<'a> {
     /// One reserved slot (`None` once the reservation is used up).
-    pub(crate) fn take(&mut self) -> Option<SlotToken> {
-        self.0.take().map(SlotToken)
+    pub(crate) fn take(&mut self) -> Option<SlotToken<'a>> {
+        let slots = self.slots;
+        self.rsv.take().map(|index| SlotToken { slots, index })
     }
 }
 
@@ -465,17 +479,16 @@ impl DmaSlots {
 
     /// Sets `n` slots aside, all or none (lock-free; any context).
     pub(crate) fn reserve(&self, n: u32) -> Option<SlotReservation<'_>> {
-        self.free.reserve(n).map(SlotReservation)
+        self.free
+            .reserve(n)
+            .map(|rsv| SlotReservation { slots: self, rsv })
     }
 
     /// Claims a free slot (lock-free; any context).
-    pub(crate) fn claim(&self) -> Option<SlotToken> {
-        self.free.claim().map(SlotToken)
-    }
-
-    /// Releases a claimed slot that was not posted.
-    pub(crate) fn release(&self, t: SlotToken) {
-        self.free.release(t.0);
+    pub(crate) fn claim(&self) -> Option<SlotToken<'_>> {
+        self.free
+            .claim()
+            .map(|index| SlotToken { slots: self, index })
     }
 
     /// Releases slot `i` after the Send that used it completed (the token
@@ -486,21 +499,23 @@ impl DmaSlots {
 
     /// Gives up the token once a Send names the slot: only its completion
     /// releases it now (`release_index`).
-    pub(crate) fn posted(&self, t: SlotToken) -> u32 {
-        t.0
+    pub(crate) fn posted(&self, t: SlotToken<'_>) -> u32 {
+        let index = t.index;
+        core::mem::forget(t);
+        index
     }
 
     /// Writes slot `t` with `f` and hands it to the device; returns its
     /// SGE (`len` bytes from the slot start).
     pub(crate) fn write(
         &self,
-        t: &mut SlotToken,
+        t: &mut SlotToken<'_>,
         len: usize,
         lkey: u32,
         f: impl FnOnce(&mut [u8]),
     ) -> Sge {
         let len = len.min(self.slot_len);
-        let i = t.0 as usize;
+        let i = t.index as usize;
         let off = (i % self.per_chunk) * self.slot_len;
         let Some(chunk) = self.chunks.get(i / self.per_chunk) else {
             // INVARIANT: tokens come from `free`, sized `n` in `new`, and
