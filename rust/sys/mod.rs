@@ -38,13 +38,10 @@ pub(crate) mod rcu;
 pub(crate) mod verbs;
 
 /// A pointer returned by a C allocator that answers NULL or `ERR_PTR()` on
-/// failure, as a `NonNull` or the error.
+/// failure, as a `NonNull` or the error (the `kernel` crate's
+/// `from_err_ptr`, plus NULL as ENOMEM).
 pub(crate) fn from_err_ptr<T>(p: *mut T) -> kernel::error::Result<core::ptr::NonNull<T>> {
-    let v = p as isize;
-    if (-4095..0).contains(&v) {
-        return Err(kernel::error::Error::from_errno(v as i32));
-    }
-    core::ptr::NonNull::new(p).ok_or(kernel::error::code::ENOMEM)
+    core::ptr::NonNull::new(kernel::error::from_err_ptr(p)?).ok_or(kernel::error::code::ENOMEM)
 }
 
 /// Errno values the `kernel` crate of 6.12 does not name.
