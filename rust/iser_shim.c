@@ -52,6 +52,13 @@ MODULE_PARM_DESC(signal_every, "Request a completion for one Send in this many, 
  */
 static atomic_t iser_rs_live[6];
 
+/**
+ * iser_rs_live_get() - show a live-object counter (module parameter get)
+ * @buf: sysfs output buffer
+ * @kp: the parameter; its arg is the counter
+ *
+ * Return: bytes written.
+ */
 static int iser_rs_live_get(char *buf, const struct kernel_param *kp)
 {
 	return sysfs_emit(buf, "%d\n", atomic_read((atomic_t *)kp->arg));
@@ -74,6 +81,11 @@ module_param_cb(connects, &iser_rs_live_ops, &iser_rs_live[5], 0444);
 MODULE_PARM_DESC(connects, "RDMA connections established since the module was loaded (read-only)");
 
 /* BH-disabling spinlocks for rust/sys/bhlock.rs; one lockdep class. */
+/**
+ * iser_rs_bh_lock_new() - allocate and initialise a BH spinlock
+ *
+ * Return: the lock, or NULL without memory. Process context.
+ */
 spinlock_t *iser_rs_bh_lock_new(void)
 {
 	spinlock_t *lock = kmalloc(sizeof(*lock), GFP_KERNEL);
@@ -83,21 +95,39 @@ spinlock_t *iser_rs_bh_lock_new(void)
 	return lock;
 }
 
+/**
+ * iser_rs_bh_lock_free() - free a lock from iser_rs_bh_lock_new()
+ * @lock: the lock, not held
+ */
 void iser_rs_bh_lock_free(spinlock_t *lock)
 {
 	kfree(lock);
 }
 
+/**
+ * iser_rs_spin_lock_bh() - spin_lock_bh() for Rust
+ * @lock: a lock from iser_rs_bh_lock_new()
+ */
 void iser_rs_spin_lock_bh(spinlock_t *lock)
 {
 	spin_lock_bh(lock);
 }
 
+/**
+ * iser_rs_spin_unlock_bh() - spin_unlock_bh() for Rust
+ * @lock: the lock the caller holds
+ */
 void iser_rs_spin_unlock_bh(spinlock_t *lock)
 {
 	spin_unlock_bh(lock);
 }
 
+/**
+ * iser_rs_task_unsol_pdus_left() - unsolicited Data-Out PDUs a task still has to send
+ * @task: a SCSI task being transmitted
+ *
+ * Return: the count libiscsi's unsol_r2t state implies (0 without unsolicited data).
+ */
 unsigned int iser_rs_task_unsol_pdus_left(struct iscsi_task *task)
 {
 	unsigned int left = task->unsol_r2t.data_length - task->unsol_r2t.sent;
@@ -108,16 +138,25 @@ unsigned int iser_rs_task_unsol_pdus_left(struct iscsi_task *task)
 	return seg ? DIV_ROUND_UP(left, seg) : 1;
 }
 
+/**
+ * iser_rs_rcu_read_lock() - rcu_read_lock() for Rust
+ */
 void iser_rs_rcu_read_lock(void)
 {
 	rcu_read_lock();
 }
 
+/**
+ * iser_rs_rcu_read_unlock() - rcu_read_unlock() for Rust
+ */
 void iser_rs_rcu_read_unlock(void)
 {
 	rcu_read_unlock();
 }
 
+/**
+ * iser_rs_synchronize_rcu() - synchronize_rcu() for Rust (process context)
+ */
 void iser_rs_synchronize_rcu(void)
 {
 	synchronize_rcu();
@@ -148,12 +187,23 @@ void iser_rs_noio_restore(unsigned int flags)
 	memalloc_noio_restore(flags);
 }
 
+/**
+ * iser_rs_live_add() - add to a live-object counter
+ * @which: index into iser_rs_live (out of range: ignored)
+ * @delta: amount to add
+ */
 void iser_rs_live_add(int which, int delta)
 {
 	if (which >= 0 && which < ARRAY_SIZE(iser_rs_live))
 		atomic_add(delta, &iser_rs_live[which]);
 }
 
+/**
+ * iser_rs_transport_name_taken() - whether an iSCSI transport of that name is registered
+ * @name: the transport name ("iser")
+ *
+ * Return: true if another module (ib_iser) registered it.
+ */
 bool iser_rs_transport_name_taken(const char *name)
 {
 	/*
@@ -171,128 +221,289 @@ bool iser_rs_transport_name_taken(const char *name)
 	return true;
 }
 
+/**
+ * iser_rs_dir() - DMA direction of a to-device flag
+ * @to_device: non-zero: the device reads the memory
+ *
+ * Return: DMA_TO_DEVICE or DMA_FROM_DEVICE.
+ */
 static enum dma_data_direction iser_rs_dir(int to_device)
 {
 	return to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE;
 }
 
+/**
+ * iser_rs_post_send() - ib_post_send() for Rust
+ * @qp: the QP
+ * @wr: the chain of work requests
+ *
+ * Return: 0 or a negative errno (nothing of the chain past the bad WR is posted).
+ */
 int iser_rs_post_send(struct ib_qp *qp, const struct ib_send_wr *wr)
 {
 	return ib_post_send(qp, wr, NULL);
 }
 
+/**
+ * iser_rs_post_recv() - ib_post_recv() for Rust
+ * @qp: the QP
+ * @wr: the chain of receive work requests
+ *
+ * Return: 0 or a negative errno.
+ */
 int iser_rs_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr)
 {
 	return ib_post_recv(qp, wr, NULL);
 }
 
+/**
+ * iser_rs_dma_map_single() - ib_dma_map_single()
+ * @dev: the RDMA device
+ * @addr: kernel virtual address
+ * @len: bytes
+ * @to_device: non-zero: DMA_TO_DEVICE, else DMA_FROM_DEVICE
+ *
+ * Return: the DMA address; check it with iser_rs_dma_mapping_error().
+ */
 u64 iser_rs_dma_map_single(struct ib_device *dev, void *addr, size_t len, int to_device)
 {
 	return ib_dma_map_single(dev, addr, len, iser_rs_dir(to_device));
 }
 
+/**
+ * iser_rs_dma_unmap_single() - ib_dma_unmap_single()
+ * @dev: the RDMA device
+ * @addr: DMA address from iser_rs_dma_map_single()
+ * @len: bytes mapped
+ * @to_device: direction as mapped
+ */
 void iser_rs_dma_unmap_single(struct ib_device *dev, u64 addr, size_t len, int to_device)
 {
 	ib_dma_unmap_single(dev, addr, len, iser_rs_dir(to_device));
 }
 
+/**
+ * iser_rs_dma_mapping_error() - ib_dma_mapping_error()
+ * @dev: the RDMA device
+ * @addr: a DMA address
+ *
+ * Return: non-zero if the mapping failed.
+ */
 int iser_rs_dma_mapping_error(struct ib_device *dev, u64 addr)
 {
 	return ib_dma_mapping_error(dev, addr);
 }
 
+/**
+ * iser_rs_dma_sync_for_cpu() - ib_dma_sync_single_for_cpu()
+ * @dev: the RDMA device
+ * @addr: DMA address
+ * @len: bytes
+ * @to_device: direction as mapped
+ */
 void iser_rs_dma_sync_for_cpu(struct ib_device *dev, u64 addr, size_t len, int to_device)
 {
 	ib_dma_sync_single_for_cpu(dev, addr, len, iser_rs_dir(to_device));
 }
 
+/**
+ * iser_rs_dma_sync_for_device() - ib_dma_sync_single_for_device()
+ * @dev: the RDMA device
+ * @addr: DMA address
+ * @len: bytes
+ * @to_device: direction as mapped
+ */
 void iser_rs_dma_sync_for_device(struct ib_device *dev, u64 addr, size_t len, int to_device)
 {
 	ib_dma_sync_single_for_device(dev, addr, len, iser_rs_dir(to_device));
 }
 
+/**
+ * iser_rs_dma_map_sg() - ib_dma_map_sg()
+ * @dev: the RDMA device
+ * @sg: scatterlist
+ * @nents: entries
+ * @dir: non-zero: to the device
+ *
+ * Return: mapped entries, 0 on failure.
+ */
 int iser_rs_dma_map_sg(struct ib_device *dev, struct scatterlist *sg, int nents, int dir)
 {
 	return ib_dma_map_sg(dev, sg, nents, dir);
 }
 
+/**
+ * iser_rs_dma_unmap_sg() - ib_dma_unmap_sg()
+ * @dev: the RDMA device
+ * @sg: scatterlist
+ * @nents: entries as passed to the map
+ * @dir: direction as mapped
+ */
 void iser_rs_dma_unmap_sg(struct ib_device *dev, struct scatterlist *sg, int nents, int dir)
 {
 	ib_dma_unmap_sg(dev, sg, nents, dir);
 }
 
+/**
+ * iser_rs_alloc_pd() - ib_alloc_pd() without flags (no global rkey)
+ * @dev: the RDMA device
+ *
+ * Return: the PD or an ERR_PTR().
+ */
 struct ib_pd *iser_rs_alloc_pd(struct ib_device *dev)
 {
 	/* No IB_PD_UNSAFE_GLOBAL_RKEY: iser-rs never exposes a global rkey. */
 	return ib_alloc_pd(dev, 0);
 }
 
+/**
+ * iser_rs_dealloc_pd() - ib_dealloc_pd()
+ * @pd: a PD with no MR or QP left
+ */
 void iser_rs_dealloc_pd(struct ib_pd *pd)
 {
 	ib_dealloc_pd(pd);
 }
 
+/**
+ * iser_rs_mr_bump_key() - give an MR a fresh key (ib_update_fast_reg_key(ib_inc_rkey()))
+ * @mr: an MR not registered on the wire
+ */
 void iser_rs_mr_bump_key(struct ib_mr *mr)
 {
 	ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey));
 }
 
+/**
+ * iser_rs_dereg_mr() - ib_dereg_mr()
+ * @mr: the MR
+ *
+ * Return: 0 or a negative errno.
+ */
 int iser_rs_dereg_mr(struct ib_mr *mr)
 {
 	return ib_dereg_mr(mr);
 }
 
+/**
+ * iser_rs_create_id() - rdma_create_id() for an RC connection (TCP port
+ * space, init_net, as ib_iser's)
+ * @handler: the CM event handler
+ * @context: its context
+ *
+ * Return: the id or an ERR_PTR().
+ */
 struct rdma_cm_id *iser_rs_create_id(int (*handler)(struct rdma_cm_id *, struct rdma_cm_event *),
 				     void *context)
 {
 	return rdma_create_id(&init_net, handler, context, RDMA_PS_TCP, IB_QPT_RC);
 }
 
+/**
+ * iser_rs_scsi_sglist() - scsi_sglist()
+ * @sc: the SCSI command
+ *
+ * Return: the command's scatterlist.
+ */
 struct scatterlist *iser_rs_scsi_sglist(struct scsi_cmnd *sc)
 {
 	return scsi_sglist(sc);
 }
 
+/**
+ * iser_rs_scsi_sg_count() - scsi_sg_count()
+ * @sc: the SCSI command
+ *
+ * Return: its entries.
+ */
 unsigned int iser_rs_scsi_sg_count(struct scsi_cmnd *sc)
 {
 	return scsi_sg_count(sc);
 }
 
+/**
+ * iser_rs_scsi_bufflen() - scsi_bufflen()
+ * @sc: the SCSI command
+ *
+ * Return: its data length in bytes.
+ */
 unsigned int iser_rs_scsi_bufflen(struct scsi_cmnd *sc)
 {
 	return scsi_bufflen(sc);
 }
 
+/**
+ * iser_rs_task_has_unsol_data() - iscsi_task_has_unsol_data()
+ * @task: a SCSI task
+ *
+ * Return: true while unsolicited Data-Out is left to send.
+ */
 bool iser_rs_task_has_unsol_data(struct iscsi_task *task)
 {
 	return iscsi_task_has_unsol_data(task);
 }
 
+/**
+ * iser_rs_shost_priv() - shost_priv()
+ * @shost: the SCSI host
+ *
+ * Return: the host's private data.
+ */
 void *iser_rs_shost_priv(struct Scsi_Host *shost)
 {
 	return shost_priv(shost);
 }
 
+/**
+ * iser_rs_device_max_qp_rd_atom() - the device's max_qp_rd_atom attribute
+ * @dev: the RDMA device
+ *
+ * Return: the attribute.
+ */
 int iser_rs_device_max_qp_rd_atom(struct ib_device *dev)
 {
 	return dev->attrs.max_qp_rd_atom;
 }
 
+/**
+ * iser_rs_device_sg_gaps_reg() - whether the device registers SG lists with gaps (IB_DEVICE_SG_GAPS_REG)
+ * @dev: the RDMA device
+ *
+ * Return: true if it can.
+ */
 bool iser_rs_device_sg_gaps_reg(struct ib_device *dev)
 {
 	return dev->attrs.kernel_cap_flags & IBK_SG_GAPS_REG;
 }
 
+/**
+ * iser_rs_cls_session_to_shost() - iscsi_session_to_shost()
+ * @s: the class session
+ *
+ * Return: the session's SCSI host.
+ */
 struct Scsi_Host *iser_rs_cls_session_to_shost(struct iscsi_cls_session *s)
 {
 	return iscsi_session_to_shost(s);
 }
 
+/**
+ * iser_rs_device_dma_parent() - the device that does the DMA of an RDMA device (dev.parent or its own)
+ * @dev: the RDMA device
+ *
+ * Return: the DMA device.
+ */
 struct device *iser_rs_device_dma_parent(struct ib_device *dev)
 {
 	return dev->dev.parent;
 }
 
+/**
+ * iser_rs_sg_dma_address() - sg_dma_address()
+ * @sg: a mapped scatterlist entry
+ *
+ * Return: its DMA address.
+ */
 u64 iser_rs_sg_dma_address(struct scatterlist *sg)
 {
 	return sg_dma_address(sg);

@@ -14,6 +14,11 @@ use core::ptr::NonNull;
 use kernel::prelude::*;
 
 /// `T` guarded by a BH-disabling spinlock.
+///
+/// # Invariants
+///
+/// `lock` points to a spinlock initialised by the C part in `new` and
+/// freed only in `drop`; `data` is only reached with that lock held.
 pub(crate) struct BhSpinLock<T> {
     lock: NonNull<b::spinlock_t>,
     data: UnsafeCell<T>,
@@ -31,6 +36,7 @@ impl<T> BhSpinLock<T> {
     pub(crate) fn new(v: T) -> Result<Self> {
         // SAFETY: allocation plus `spin_lock_init`; NULL on failure.
         let lock = NonNull::new(unsafe { b::iser_rs_bh_lock_new() }).ok_or(ENOMEM)?;
+        // INVARIANT: `lock` was just allocated and initialised.
         Ok(BhSpinLock {
             lock,
             data: UnsafeCell::new(v),

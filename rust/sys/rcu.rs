@@ -17,6 +17,13 @@ use kernel::error::code::EBUSY;
 use kernel::prelude::*;
 
 /// A slot holding at most one `KBox<T>`.
+///
+/// # Invariants
+///
+/// The pointer is null or came from `KBox::into_raw` in `set`; it is
+/// turned back into a box only after it was swapped out of the slot and an
+/// RCU grace period passed (`take`, `revoke`, drop), so a reader inside an
+/// RCU read-side section never sees the box freed.
 pub(crate) struct RcuSlot<T> {
     ptr: AtomicPtr<T>,
 }

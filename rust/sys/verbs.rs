@@ -384,6 +384,12 @@ impl DmaBuf {
 /// slot is larger), each its own allocation and mapping: a connection's
 /// thousands of header slots never need a high-order block, which a
 /// reconnect under memory pressure could not get.
+///
+/// # Invariants
+///
+/// Chunk `c` holds `min(per_chunk, n - c * per_chunk)` slots of `slot_len`
+/// bytes, mapped to the device for as long as `self` lives; `free` hands
+/// each index below `n` to at most one [`SlotToken`] at a time.
 pub(crate) struct DmaSlots {
     /// Chunk `c` holds slots `c * per_chunk ..`; a `KVVec`, so the chunk
     /// table itself never needs contiguous pages either.
@@ -416,6 +422,12 @@ unsafe impl Sync for DmaSlots {}
 /// completion of the Send that names the slot releases it then) or
 /// dropped: a token dropped on an error path releases its slot, so no path
 /// leaks one.
+///
+/// # Invariants
+///
+/// `index` was claimed from `slots.free` for this token alone (below the
+/// pool's `n`), and is released exactly once: by `drop`, or by the Send
+/// completion after [`DmaSlots::posted`] forgot the token.
 pub(crate) struct SlotToken<'a> {
     slots: &'a DmaSlots,
     index: u32,
@@ -459,6 +471,8 @@ impl DmaSlots {
             let base = buf.buf.as_mut_ptr();
             chunks.push(SlotChunk { buf, base }, GFP_KERNEL)?;
         }
+        // INVARIANT: every chunk was sized for its slots above, and `free`
+        // holds the `n` indices the chunks cover.
         Ok(DmaSlots {
             chunks,
             per_chunk,

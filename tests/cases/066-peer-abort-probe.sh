@@ -19,7 +19,7 @@
 # command with a still-valid STag on a live QP is logged by iser_rs as
 # "STag guarantee broken", which fails every case (tests/lib.sh
 # REPORT_RE). INITIATOR=ib_iser runs the same against the C driver
-# (Documentation/peer-modes.md has both columns).
+# (Documentation/peer-modes.rst has both columns).
 . "$(dirname "$0")/../lib.sh"
 ini=${INITIATOR:-iser_rs}
 setup_rdma rxe
