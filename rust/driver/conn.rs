@@ -525,24 +525,18 @@ impl IserConn {
     /// After a reported failure nothing is reposted (the connection is
     /// going away); a post that fails leaves it to the receive path.
     pub(crate) fn return_rx(&self, rx: u16) {
-        let posted = self.rx_gate.with(|gate| {
+        let post_failed = self.rx_gate.with(|gate| {
             if !gate.open || self.failed.load(Ordering::Acquire) {
-                return true;
-            }
-            let Some(res) = self.res.get() else {
-                return true;
-            };
-            let Some(desc) = res.rx.get(rx as usize) else {
-                return true;
-            };
-            if res.qp.post_recv(desc.cqe(), &desc.buf, res.lkey).is_err() {
-                self.counters.post_error();
                 return false;
             }
-            self.counters.rx_posted(1);
-            true
+            let Some(res) = self.res.get() else {
+                return false;
+            };
+            res.rx
+                .get(rx as usize)
+                .is_some_and(|desc| self.post_rx(&res, desc).is_err())
         });
-        if !posted {
+        if post_failed {
             self.orphan_rx(rx);
         }
     }
@@ -573,16 +567,24 @@ impl IserConn {
         }
     }
 
+    /// Posts ring buffer `desc`, counted either way (`rx_posted` or
+    /// `err_post`); the caller decides what a failure means.
+    fn post_rx(&self, res: &Resources, desc: &WithCqe<RxDesc>) -> Result {
+        let r = res.qp.post_recv(desc.cqe(), &desc.buf, res.lkey);
+        match r {
+            Ok(()) => self.counters.rx_posted(1),
+            Err(_) => self.counters.post_error(),
+        }
+        r
+    }
+
     fn repost(&self, desc: &WithCqe<RxDesc>) {
         if desc.login {
             return;
         }
         if let Some(res) = self.res.get() {
-            if res.qp.post_recv(desc.cqe(), &desc.buf, res.lkey).is_err() {
-                self.counters.post_error();
+            if self.post_rx(&res, desc).is_err() {
                 self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
-            } else {
-                self.counters.rx_posted(1);
             }
         }
     }
