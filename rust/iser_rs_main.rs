@@ -25,10 +25,22 @@ mod sys;
 use kernel::c_str;
 use kernel::prelude::*;
 
+// The one kernel-version difference in the Rust source (the others are in
+// Kbuild's "kernel-version differences"): 6.12's `module!` knows `author`,
+// 6.13 added `authors: [..]` and 7.x knows only that.
+#[cfg(not(iser_rs_module_authors))]
 module! {
     type: IserRs,
     name: "iser_rs",
     author: "iser-rs developers",
+    description: "iSER initiator (iSCSI Extensions for RDMA) in Rust",
+    license: "GPL",
+}
+#[cfg(iser_rs_module_authors)]
+module! {
+    type: IserRs,
+    name: "iser_rs",
+    authors: ["iser-rs developers"],
     description: "iSER initiator (iSCSI Extensions for RDMA) in Rust",
     license: "GPL",
 }

@@ -123,7 +123,7 @@ impl MrPool {
                 s.dirty.store(true, Ordering::Relaxed);
             }
             s.owner_itt.store(0, Ordering::Release);
-            self.free.release(i as u32);
+            self.free.release(u32::from(i));
         }
     }
 
@@ -970,7 +970,7 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
         proto::iser_hdr::IserHeader::control().encode(&mut iser);
         let h = fill_hdr(&res.tx.slots, &mut slot, &iser, &hdr, res.lkey);
         let data = Sge {
-            addr: base + off as u64,
+            addr: base + u64::from(off),
             length: len,
             lkey,
         };
@@ -992,7 +992,7 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
             return Ok(());
         }
         task.unsol_data_out_posted();
-        conn.counters.tx_bytes(len as u64);
+        conn.counters.tx_bytes(u64::from(len));
         conn.counters.data_out();
     }
     Ok(())
@@ -1065,7 +1065,7 @@ fn send_command(
                 // Write STag, at the offset where unsolicited data ends.
                 write = Some(proto::iser_hdr::StagVa {
                     stag: mr.rkey(),
-                    va: mr.iova() + unsol as u64,
+                    va: mr.iova() + u64::from(unsol),
                 });
                 reg = Some((i, RemoteAccess::Read));
             } else {
@@ -1161,8 +1161,8 @@ fn post_command(
         conn.counters.local_inv(1);
     }
     conn.counters
-        .command(dir == Dir::ToDevice, dir == Dir::FromDevice, len as u64);
-    conn.counters.tx_bytes(imm as u64);
+        .command(dir == Dir::ToDevice, dir == Dir::FromDevice, u64::from(len));
+    conn.counters.tx_bytes(u64::from(imm));
     Ok(local)
 }
 

@@ -17,7 +17,13 @@
     clippy::all,
     unknown_lints,
     unnecessary_transmutes,
-    clippy::undocumented_unsafe_blocks
+    clippy::undocumented_unsafe_blocks,
+    // Pedantic lints 7.3's CLIPPY=1 enables, which bindgen's bitfield
+    // accessors trip (the kernel's own bindings allow the same four).
+    clippy::as_underscore,
+    clippy::cast_lossless,
+    clippy::ptr_as_ptr,
+    clippy::ref_as_ptr
 )]
 
 // The kernel's own bindings blocklist these to map them to the Rust pointer

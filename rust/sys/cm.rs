@@ -97,7 +97,7 @@ unsafe extern "C" fn cm_handler_trampoline<T: CmHandler>(
             && conn.private_data_len > 0
         {
             Some(core::slice::from_raw_parts(
-                conn.private_data as *const u8,
+                conn.private_data.cast::<u8>(),
                 conn.private_data_len as usize,
             ))
         } else {
@@ -188,13 +188,20 @@ impl CmIdRef {
         // SAFETY: live id; `dst` is valid (the `SockAddr` invariant), and
         // rdma_resolve_addr copies it.
         kernel::error::to_result(unsafe {
-            b::rdma_resolve_addr(self.0.as_ptr(), core::ptr::null_mut(), dst, timeout_ms as _)
+            b::rdma_resolve_addr(
+                self.0.as_ptr(),
+                core::ptr::null_mut(),
+                dst,
+                timeout_ms as usize,
+            )
         })
     }
 
     pub(crate) fn resolve_route(self, timeout_ms: u32) -> Result {
         // SAFETY: live id (called from its handler or its owner).
-        kernel::error::to_result(unsafe { b::rdma_resolve_route(self.0.as_ptr(), timeout_ms as _) })
+        kernel::error::to_result(unsafe {
+            b::rdma_resolve_route(self.0.as_ptr(), timeout_ms as usize)
+        })
     }
 
     /// The device the id is bound to (after ADDR_RESOLVED).

@@ -273,7 +273,7 @@ impl<D> Task<'_, D> {
         // SAFETY: `dd_data` points to a zero-filled area of
         // size_of::<TaskSlot<D>>() (session setup); a zero `init` is a valid
         // `bool` and `data` is `MaybeUninit`.
-        unsafe { &mut *((*self.raw.as_ptr()).dd_data as *mut TaskSlot<D>) }
+        unsafe { &mut *((*self.raw.as_ptr()).dd_data.cast::<TaskSlot<D>>()) }
     }
 
     /// The task's transport data. Every task the driver sees in a
@@ -332,7 +332,7 @@ impl<D> Task<'_, D> {
             if t.data.is_null() || t.data_count == 0 {
                 &[]
             } else {
-                core::slice::from_raw_parts(t.data as *const u8, t.data_count as usize)
+                core::slice::from_raw_parts(t.data.cast_const(), t.data_count as usize)
             }
         }
     }
@@ -418,7 +418,7 @@ impl<D> Task<'_, D> {
             let t = self.raw.as_ptr();
             let r2t = core::ptr::addr_of_mut!((*t).unsol_r2t);
             b::iscsi_prep_data_out_pdu(t, r2t, hdr.as_mut_ptr().cast());
-            let h = &*(hdr.as_ptr() as *const b::iscsi_data);
+            let h = &*(hdr.as_ptr().cast::<b::iscsi_data>());
             let len = u32::from_be_bytes([0, h.dlength[0], h.dlength[1], h.dlength[2]]);
             (u32::from_be(h.offset), len)
         }
@@ -527,7 +527,7 @@ unsafe extern "C" fn ep_connect_tr<T: TransportOps>(
             // turned back into the box in `ep_disconnect_tr`.
             let raw = KBox::into_raw(unsafe { Pin::into_inner_unchecked(obj) });
             // SAFETY: `dd_data` has room for one pointer (size above).
-            unsafe { *((*ep).dd_data as *mut *const T::Ep) = raw };
+            unsafe { *((*ep).dd_data.cast::<*const T::Ep>()) = raw };
             ep
         }
         Err(e) => {
@@ -642,15 +642,15 @@ unsafe extern "C" fn create_session_tr<T: TransportOps>(
             return core::ptr::null_mut();
         }
         (*shost).transportt = g.template;
-        (*shost).cmd_per_lun = qdepth as _;
-        (*shost).max_lun = b::iser_rs_max_lun as _;
+        (*shost).cmd_per_lun = qdepth as i16;
+        (*shost).max_lun = u64::from(b::iser_rs_max_lun);
         (*shost).max_id = 0;
         (*shost).max_channel = 0;
         (*shost).max_cmd_len = 16;
-        (*shost).can_queue = lim.can_queue as i32;
+        (*shost).can_queue = i32::from(lim.can_queue);
         (*shost).sg_tablesize = lim.sg_tablesize;
         (*shost).max_sectors = lim.max_sectors;
-        (*shost).virt_boundary_mask = lim.virt_boundary_mask as _;
+        (*shost).virt_boundary_mask = lim.virt_boundary_mask as usize;
         if b::iscsi_host_add(shost, lim.dma_dev) != 0 {
             b::iscsi_host_free(shost);
             return core::ptr::null_mut();
@@ -721,7 +721,7 @@ unsafe extern "C" fn bind_conn_tr<T: TransportOps>(
             return EINVAL.to_errno();
         }
         let obj = ep_of::<T>(ep);
-        let conn = (*cls_conn).dd_data as *mut b::iscsi_conn;
+        let conn = (*cls_conn).dd_data.cast::<b::iscsi_conn>();
         let cmds_max = (*(*conn).session).cmds_max as u16;
         let rc = match T::bind(obj, Conn(NonNull::new_unchecked(conn)), cmds_max) {
             Ok(()) => {
@@ -747,7 +747,7 @@ unsafe extern "C" fn bind_conn_tr<T: TransportOps>(
 unsafe extern "C" fn start_conn_tr<T: TransportOps>(cls_conn: *mut b::iscsi_cls_conn) -> i32 {
     // SAFETY: live bound connection.
     unsafe {
-        let conn = (*cls_conn).dd_data as *mut b::iscsi_conn;
+        let conn = (*cls_conn).dd_data.cast::<b::iscsi_conn>();
         if let Some(ep) = conn_ep::<T>(conn) {
             if let Err(e) = T::start(ep) {
                 return e.to_errno();
@@ -766,7 +766,7 @@ unsafe extern "C" fn stop_conn_tr<T: TransportOps>(cls_conn: *mut b::iscsi_cls_c
     // libiscsi fails the tasks, so no failed task's memory is still open to
     // the target; then the connection forgets its endpoint.
     unsafe {
-        let conn = (*cls_conn).dd_data as *mut b::iscsi_conn;
+        let conn = (*cls_conn).dd_data.cast::<b::iscsi_conn>();
         if let Some(ep) = conn_ep::<T>(conn) {
             T::stop(ep);
         }
@@ -788,7 +788,7 @@ unsafe extern "C" fn set_param_tr<T: TransportOps>(
     buflen: i32,
 ) -> i32 {
     // SAFETY: `buf` holds `buflen` bytes (a NUL-terminated value).
-    let value = unsafe { core::slice::from_raw_parts(buf as *const u8, buflen.max(0) as usize) };
+    let value = unsafe { core::slice::from_raw_parts(buf.cast_const(), buflen.max(0) as usize) };
     let value = value.split(|&c| c == 0).next().unwrap_or(&[]);
     if let Err(e) = T::check_param(param, value) {
         return e.to_errno();
@@ -808,7 +808,7 @@ unsafe extern "C" fn get_stats_tr<T: TransportOps>(
     // SAFETY: live connection; `stats` is a buffer sized for
     // ISCSI_STATS_CUSTOM_MAX custom entries.
     unsafe {
-        let conn = (*cls_conn).dd_data as *mut b::iscsi_conn;
+        let conn = (*cls_conn).dd_data.cast::<b::iscsi_conn>();
         let c = &*conn;
         let s = &mut *stats;
         s.txdata_octets = c.txdata_octets;
@@ -858,7 +858,7 @@ fn set_custom_stat(stats: &mut b::iscsi_stats, i: usize, name: &str, value: u64)
     if let Some(c) = custom.get_mut(i) {
         let n = name.len().min(c.desc.len() - 1);
         for (d, s) in c.desc.iter_mut().zip(name.as_bytes()[..n].iter()) {
-            *d = *s as _;
+            *d = *s;
         }
         c.desc[n] = 0;
         c.value = value;

@@ -16,6 +16,7 @@
 
 use super::bindings as b;
 use super::pool::{IndexPool, Reservation};
+use core::num::NonZeroUsize;
 use core::ptr::NonNull;
 use kernel::error::code::{EINVAL, EIO, ENOMEM};
 use kernel::prelude::*;
@@ -344,7 +345,12 @@ impl DmaBuf {
         // SAFETY: `buf` is a live kmalloc buffer of `len` bytes that stays
         // put (never reallocated) until `drop` unmaps it.
         let dma = unsafe {
-            b::iser_rs_dma_map_single(dev.as_ptr(), buf.as_mut_ptr().cast(), len, to_device as i32)
+            b::iser_rs_dma_map_single(
+                dev.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                len,
+                i32::from(to_device),
+            )
         };
         // SAFETY: `dma` was just returned by the mapping call for `dev`.
         if unsafe { b::iser_rs_dma_mapping_error(dev.as_ptr(), dma) } != 0 {
@@ -372,7 +378,7 @@ impl DmaBuf {
         let len = len.min(self.buf.len());
         // SAFETY: the range lies in the mapping made in `new`.
         unsafe {
-            b::iser_rs_dma_sync_for_cpu(self.dev.as_ptr(), self.dma, len, self.to_device as i32)
+            b::iser_rs_dma_sync_for_cpu(self.dev.as_ptr(), self.dma, len, i32::from(self.to_device))
         };
         &self.buf[..len]
     }
@@ -394,13 +400,23 @@ pub(crate) struct DmaSlots {
     /// Chunk `c` holds slots `c * per_chunk ..`; a `KVVec`, so the chunk
     /// table itself never needs contiguous pages either.
     chunks: KVVec<SlotChunk>,
-    per_chunk: usize,
+    /// Non-zero, so the divisions by it cannot panic (a divisor the
+    /// compiler cannot prove non-zero leaves a `panic_const_div_by_zero`
+    /// call that 7.3's objtool does not know as noreturn).
+    per_chunk: NonZeroUsize,
     slot_len: usize,
     free: IndexPool,
 }
 
 /// The chunk size [`DmaSlots`] cuts its slots from.
 const SLOT_CHUNK: usize = 4096;
+
+/// `IB_SEND_SIGNALED` as `ib_send_wr::send_flags` wants it. A kernel-version
+/// difference: bindgen 0.69 (6.12 build) types the enum constant `u32`,
+/// bindgen 0.71 (Debian 7.3 build) `i32`, so the cast is lossless on one and
+/// a no-op on the other.
+#[allow(clippy::as_underscore, clippy::unnecessary_cast)]
+const SEND_SIGNALED: kernel::ffi::c_int = b::ib_send_flags_IB_SEND_SIGNALED as _;
 
 /// One chunk of a [`DmaSlots`].
 struct SlotChunk {
@@ -461,12 +477,13 @@ impl<'a> SlotReservation<'a> {
 
 impl DmaSlots {
     pub(crate) fn new(dev: Device, n: u32, slot_len: usize) -> Result<Self> {
-        let slot_len = slot_len.max(1);
-        let per_chunk = (SLOT_CHUNK / slot_len).max(1);
-        let n_chunks = (n as usize).div_ceil(per_chunk);
+        let slot_len = NonZeroUsize::new(slot_len).unwrap_or(NonZeroUsize::MIN);
+        let per_chunk = NonZeroUsize::new(SLOT_CHUNK / slot_len).unwrap_or(NonZeroUsize::MIN);
+        let slot_len = slot_len.get();
+        let n_chunks = (n as usize + per_chunk.get() - 1) / per_chunk;
         let mut chunks = KVVec::with_capacity(n_chunks, GFP_KERNEL)?;
         for c in 0..n_chunks {
-            let slots = per_chunk.min(n as usize - c * per_chunk);
+            let slots = per_chunk.get().min(n as usize - c * per_chunk.get());
             let mut buf = DmaBuf::new(dev, slots * slot_len, true, GFP_KERNEL)?;
             let base = buf.buf.as_mut_ptr();
             chunks.push(SlotChunk { buf, base }, GFP_KERNEL)?;
@@ -571,7 +588,7 @@ impl Drop for DmaBuf {
                 self.dev.as_ptr(),
                 self.dma,
                 self.buf.len(),
-                self.to_device as i32,
+                i32::from(self.to_device),
             )
         };
     }
@@ -692,8 +709,8 @@ unsafe extern "C" fn cqe_done_trampoline<T: CqeHandler>(_cq: *mut b::ib_cq, wc: 
     unsafe {
         let wc = &*wc;
         let cqe = wc.__bindgen_anon_1.wr_cqe as *const Cqe;
-        let owner = &*(cqe as *const WithCqe<T>);
-        let ctx = &*((*cqe).ctx as *const T::Ctx);
+        let owner = &*(cqe.cast::<WithCqe<T>>());
+        let ctx = &*((*cqe).ctx.cast::<T::Ctx>());
         T::done(owner, ctx, &Wc(wc));
     }
 }
@@ -779,11 +796,7 @@ impl QpRef {
         }
         let mut sg = [b::ib_sge::default(); MAX_SGE];
         let mut send = b::ib_send_wr {
-            send_flags: if signaled {
-                b::ib_send_flags_IB_SEND_SIGNALED as _
-            } else {
-                0
-            },
+            send_flags: if signaled { SEND_SIGNALED } else { 0 },
             ..Default::default()
         };
         match payload {
@@ -873,7 +886,7 @@ impl QpRef {
             w.__bindgen_anon_1.wr_cqe = cqe.as_ptr();
             w.ex.invalidate_rkey = rkeys[i];
             w.send_flags = if i + 1 == n && signal_last {
-                b::ib_send_flags_IB_SEND_SIGNALED as _
+                SEND_SIGNALED
             } else {
                 0
             };
