@@ -9,12 +9,18 @@
 #   make clippy     the kernel's CLIPPY=1 lint build of the module
 #
 # DEBUG=1 selects the debug kernel (KASAN, lockdep, kmemleak, ...) for all of them.
+# KERNEL=debian (or debian-X.Y[.Z]) builds for Debian's own Rust-enabled kernel
+# instead (scripts/debian-kernel fetches and prepares it; the build runs in a
+# trixie build root with the toolchain Debian used): make, make clippy, make
+# bench. KERNEL=test (the default) is the 6.12 test kernel.
 
 SHELL := /bin/bash
 REPO  := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 RUSTC_KERNEL := /usr/bin/rustc
 BINDGEN_KERNEL := $(HOME)/.cargo/bin/bindgen
 export DEBUG ?= 0
+export KERNEL ?= test
+DEBIAN := $(filter debian%,$(KERNEL))
 
 # Resolved lazily: only targets that need the kernel pay for finding/building it.
 # (make 4.3 does not pass exported variables to $(shell): hand DEBUG over.)
@@ -34,13 +40,25 @@ deps:
 	@$(REPO)/scripts/install-deps
 
 modules: deps
+ifneq ($(DEBIAN),)
+	$(REPO)/scripts/debian-make $(KERNEL) modules
+else
 	+$(KMAKE) modules
+endif
 
 kernel: deps
+ifneq ($(DEBIAN),)
+	@$(REPO)/scripts/debian-kernel $(KERNEL)
+else
 	@echo $(KDIR)
+endif
 
 clippy: deps
+ifneq ($(DEBIAN),)
+	$(REPO)/scripts/debian-make $(KERNEL) clippy
+else
 	+$(KMAKE) CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver modules
+endif
 
 fmt:
 	cargo fmt --manifest-path rust/proto/Cargo.toml

@@ -19,6 +19,26 @@ KSFT_PASS=0 KSFT_FAIL=1 KSFT_SKIP=4
 
 log() { echo "# $*"; }
 
+# A modular kernel (Debian's own: ISER_RS_KERNEL=debian*, modules under
+# /lib/modules/$(uname -r)) gets what the test kernel has built in; on the
+# test kernel there is nothing to load (no modules.dep).
+ISER_RS_KERNEL=${ISER_RS_KERNEL:-test}
+if [ -f "/lib/modules/$(uname -r)/modules.dep" ]; then
+    modprobe -a configfs target_core_mod target_core_iblock iscsi_target_mod \
+        ib_isert null_blk rdma_rxe veth rdma_cm rdma_ucm ib_uverbs ib_core \
+        libiscsi scsi_transport_iscsi sg 2>/dev/null ||
+        { echo "# FAIL: modprobe of the test's kernel modules"; exit 1; }
+    # Only a case loads an initiator: iscsid must not autoload the kernel's
+    # ib_iser (it does when no transport "iser" is registered, e.g. after a
+    # case unloaded iser_rs), or iser_rs could not register it next.
+    echo "install ib_iser /bin/false" > /etc/modprobe.d/iser-rs-tests.conf
+fi
+# have_siw: soft-iWARP is in this kernel (built in or a module). Debian's
+# kernels leave RDMA_SIW unset.
+have_siw() {
+    [ -d /sys/module/siw ] || modprobe siw 2>/dev/null
+}
+
 # Every case leaves the guest as it found it for the next one: sessions
 # logged out, initiator modules unloaded (fio state files go to /tmp).
 cd /tmp || true
@@ -142,8 +162,7 @@ load_initiator() {
         ;;
     ib_iser)
         lsmod | grep -q '^iser_rs ' && rmmod iser_rs
-        lsmod | grep -q '^ib_iser ' ||
-            insmod "$ISER_RS_KDIR/drivers/infiniband/ulp/iser/ib_iser.ko" || die "insmod ib_iser.ko"
+        lsmod | grep -q '^ib_iser ' || load_ib_iser || die "loading ib_iser"
         ;;
     *) die "load_initiator: unknown initiator $1" ;;
     esac
@@ -491,10 +510,21 @@ wait_logged_in() {
     return 1
 }
 
+# load_ib_iser: the reference C initiator, from the test kernel's tree or,
+# on a modular kernel, the kernel's own module (modprobe).
+load_ib_iser() {
+    if [ -n "$ISER_RS_KDIR" ] && [ -f "$ISER_RS_KDIR/drivers/infiniband/ulp/iser/ib_iser.ko" ]; then
+        insmod "$ISER_RS_KDIR/drivers/infiniband/ulp/iser/ib_iser.ko"
+    else
+        modprobe --ignore-install ib_iser
+    fi
+}
+
 # setup_siw: soft-iWARP device siw0 on its own veth pair (veth2, address
 # $SIW_IP4), so that rxe0/LIO on veth0 and their listeners stay untouched.
 SIW_IP4=198.51.100.1
 setup_siw() {
+    have_siw || skip "this kernel has no siw (soft-iWARP)"
     mountpoint -q $CFG || mount -t configfs none $CFG
     if ! ip link show veth2 >/dev/null 2>&1; then
         ip link add veth2 type veth peer name veth3

@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
 # iser_rs loads, registers the iSCSI transport "iser" with its caps, and
-# unloads leaving no transport behind.
+# unloads leaving no transport behind. Loading taints the kernel only as an
+# out-of-tree module (O) and, on a kernel that checks module signatures
+# (Debian's), as an unsigned one (E): nothing else (no P, W, ...).
 . "$(dirname "$0")/../lib.sh"
+t0=$(cat /proc/sys/kernel/tainted)
 load_initiator iser_rs
+t1=$(cat /proc/sys/kernel/tainted)
+log "taint before $t0, after insmod $t1 ($(uname -r))"
+# Bit 12 is TAINT_OOT_MODULE, bit 13 TAINT_UNSIGNED_MODULE.
+[ $(( (t1 & ~t0) & ~((1 << 12) | (1 << 13)) )) -eq 0 ] || die "insmod set taint bits other than O and E: $t0 -> $t1"
+[ $(( t1 & (1 << 12) )) -ne 0 ] || die "no out-of-tree taint after insmod ($t1)"
 [ -d /sys/class/iscsi_transport/iser ] || die "no /sys/class/iscsi_transport/iser"
 caps=$(cat /sys/class/iscsi_transport/iser/caps)
 log "transport iser, caps $caps"

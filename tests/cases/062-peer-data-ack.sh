@@ -8,14 +8,15 @@
 # counted the Reads. Over rxe and over siw.
 . "$(dirname "$0")/../lib.sh"
 setup_rdma rxe
-setup_siw
+devs="rxe siw"
+if have_siw; then setup_siw; else devs=rxe; log "this kernel has no siw: over rxe only"; fi
 start_iscsid
 load_initiator iser_rs
 # Over siw this needs the test kernel's siw fix
 # (scripts/kernel-patches/0002-siw-zero-length-read-response-from-irq.diff):
 # unpatched, a zero-length Read answered while the initiator's QP is busy
 # sending carries that Send's 76 stale bytes and the connection drops.
-for dev in rxe siw; do
+for dev in $devs; do
     if [ $dev = siw ]; then PEER_ADDR=$SIW_IP4 PEER_PORT=3260; else PEER_ADDR=$TGT_IP4 PEER_PORT=3261; fi
     start_peer --data-ack --erl 1
     portal=$PEER_ADDR:$PEER_PORT
