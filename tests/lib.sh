@@ -26,7 +26,7 @@ ISER_RS_KERNEL=${ISER_RS_KERNEL:-test}
 if [ -f "/lib/modules/$(uname -r)/modules.dep" ]; then
     modprobe -a configfs target_core_mod target_core_iblock iscsi_target_mod \
         ib_isert null_blk rdma_rxe veth rdma_cm rdma_ucm ib_uverbs ib_core \
-        libiscsi scsi_transport_iscsi sg 2>/dev/null ||
+        libiscsi scsi_transport_iscsi iscsi_tcp sg 2>/dev/null ||
         { echo "# FAIL: modprobe of the test's kernel modules"; exit 1; }
     # Only a case loads an initiator: iscsid must not autoload the kernel's
     # ib_iser (it does when no transport "iser" is registered, e.g. after a
