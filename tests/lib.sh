@@ -19,10 +19,9 @@ KSFT_PASS=0 KSFT_FAIL=1 KSFT_SKIP=4
 
 log() { echo "# $*"; }
 
-# A modular kernel (Debian's own: ISER_RS_KERNEL=debian*, modules under
-# /lib/modules/$(uname -r)) gets what the test kernel has built in; on the
-# test kernel there is nothing to load (no modules.dep).
-ISER_RS_KERNEL=${ISER_RS_KERNEL:-test}
+# A modular kernel (Debian's own, modules under /lib/modules/$(uname -r))
+# gets what the test kernel has built in; on the test kernel there is
+# nothing to load (no modules.dep).
 if [ -f "/lib/modules/$(uname -r)/modules.dep" ]; then
     modprobe -a configfs target_core_mod target_core_iblock iscsi_target_mod \
         ib_isert null_blk rdma_rxe veth rdma_cm rdma_ucm ib_uverbs ib_core \
