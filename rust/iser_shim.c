@@ -13,6 +13,8 @@
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
 #include <linux/sysfs.h>
+#include <linux/bottom_half.h>
+#include <linux/workqueue.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 #include <scsi/scsi_cmnd.h>
@@ -45,6 +47,17 @@ MODULE_PARM_DESC(inline_sends, "Send header-only command PDUs inline when the de
 unsigned int iser_rs_signal_every = 16;
 module_param_named(signal_every, iser_rs_signal_every, uint, 0644);
 MODULE_PARM_DESC(signal_every, "Request a completion for one Send in this many, 1..16 (default: 16; ib_iser: 1)");
+
+/*
+ * Fault injection for the guest suite (case 049): each send_pdu call (a
+ * Login or Text request from iscsid/iscsiadm) sleeps this long after the
+ * request was posted and before the call returns, so the response arrives
+ * before the call's netlink reply, as it does when iscsiadm is preempted
+ * there. 0 (the default): off.
+ */
+unsigned int iser_rs_inject_send_pdu_delay_ms;
+module_param_named(inject_send_pdu_delay_ms, iser_rs_inject_send_pdu_delay_ms, uint, 0644);
+MODULE_PARM_DESC(inject_send_pdu_delay_ms, "Test only: delay each Login/Text request's send_pdu return by this many ms (default: 0)");
 
 /*
  * Live connections, QPs, MRs, PDs and CQs: back to 0 after logout (leak
@@ -572,4 +585,59 @@ void iser_rs_back_lock(struct iscsi_conn *conn)
 void iser_rs_back_unlock(struct iscsi_conn *conn)
 {
 	spin_unlock_bh(&conn->session->back_lock);
+}
+
+/**
+ * iser_rs_delayed_work_init() - INIT_DELAYED_WORK()
+ * @dw: the work item, in its final (pinned) place
+ * @fn: its function
+ */
+void iser_rs_delayed_work_init(struct delayed_work *dw, void (*fn)(struct work_struct *))
+{
+	INIT_DELAYED_WORK(dw, fn);
+}
+
+/**
+ * iser_rs_to_delayed_work() - to_delayed_work()
+ * @work: the work_struct a work function was called with
+ *
+ * Return: the delayed_work containing it.
+ */
+struct delayed_work *iser_rs_to_delayed_work(struct work_struct *work)
+{
+	return to_delayed_work(work);
+}
+
+/**
+ * iser_rs_delayed_work_queue() - queue_delayed_work() on the system workqueue
+ * @dw: an initialised work item
+ * @delay_ms: at least this long from now (rounded up to a jiffy); a work
+ *	item already pending keeps its time
+ */
+void iser_rs_delayed_work_queue(struct delayed_work *dw, unsigned int delay_ms)
+{
+	queue_delayed_work(system_wq, dw, delay_ms ? msecs_to_jiffies(delay_ms) : 0);
+}
+
+/**
+ * iser_rs_delayed_work_cancel_sync() - cancel_delayed_work_sync()
+ * @dw: an initialised work item
+ *
+ * Returns when the item is neither pending nor running. Process context.
+ */
+void iser_rs_delayed_work_cancel_sync(struct delayed_work *dw)
+{
+	cancel_delayed_work_sync(dw);
+}
+
+/** iser_rs_local_bh_disable() - local_bh_disable() */
+void iser_rs_local_bh_disable(void)
+{
+	local_bh_disable();
+}
+
+/** iser_rs_local_bh_enable() - local_bh_enable() */
+void iser_rs_local_bh_enable(void)
+{
+	local_bh_enable();
 }

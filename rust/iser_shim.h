@@ -17,6 +17,7 @@ extern unsigned int iser_rs_max_lun;
 extern int iser_rs_debug_level;
 extern bool iser_rs_inline_sends;
 extern unsigned int iser_rs_signal_every;
+extern unsigned int iser_rs_inject_send_pdu_delay_ms;
 
 /* True when some module already registered an iSCSI transport "name". */
 bool iser_rs_transport_name_taken(const char *name);
@@ -73,6 +74,14 @@ struct scatterlist *iser_rs_scsi_sglist(struct scsi_cmnd *sc);
 unsigned int iser_rs_scsi_sg_count(struct scsi_cmnd *sc);
 unsigned int iser_rs_scsi_bufflen(struct scsi_cmnd *sc);
 bool iser_rs_task_has_unsol_data(struct iscsi_task *task);
+struct delayed_work;
+struct work_struct;
+void iser_rs_delayed_work_init(struct delayed_work *dw, void (*fn)(struct work_struct *));
+struct delayed_work *iser_rs_to_delayed_work(struct work_struct *work);
+void iser_rs_delayed_work_queue(struct delayed_work *dw, unsigned int delay_ms);
+void iser_rs_delayed_work_cancel_sync(struct delayed_work *dw);
+void iser_rs_local_bh_disable(void);
+void iser_rs_local_bh_enable(void);
 void *iser_rs_shost_priv(struct Scsi_Host *shost);
 struct iscsi_cls_session;
 struct Scsi_Host *iser_rs_cls_session_to_shost(struct iscsi_cls_session *s);

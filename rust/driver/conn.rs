@@ -37,6 +37,7 @@ use crate::sys::errno::{ECONNREFUSED, EHOSTUNREACH, ENOTCONN, ETIMEDOUT};
 use crate::sys::iscsi::{Conn, ConnSlot, IscsiErr, SockAddr};
 use crate::sys::rcu::{RcuGuard, RcuSlot};
 use crate::sys::verbs::{Cq, CqeHandler, Device, DmaBuf, DmaSlots, Pd, QpRef, Wc, WithCqe};
+use crate::sys::work::{impl_has_delayed_work, with_bh_disabled, DelayedWork, DelayedWorkHandler};
 use core::pin::Pin;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use kernel::error::code::{EBUSY, EIO, ENODEV, ERESTARTSYS};
@@ -132,9 +133,32 @@ struct RxGate {
     open: bool,
 }
 
+/// How long after a `send_pdu` call returned its request's Login or Text
+/// Response is still held (see [`IserConn::login_window_open`]). What
+/// follows the transport's return in that call (scsi_transport_iscsi
+/// unlocks a mutex and unicasts a reply of a few dozen bytes) takes
+/// microseconds; 2 ms covers it a thousandfold and adds 2 ms per login
+/// step. A caller preempted for longer than that between the two can
+/// still lose the race (not closed: nothing we can observe marks the
+/// reply as sent).
+const LOGIN_RSP_MARGIN_MS: u32 = 2;
+
 /// One iSER connection; the `Ep` of the `iser` transport.
 #[pin_data]
 pub(crate) struct IserConn {
+    /// Delivers a Login or Text Response held by the receive path
+    /// (`login_rsp_held`). First field: dropped (cancelled, waiting for a
+    /// running handler) before any field the handler reads.
+    #[pin]
+    login_rsp_work: DelayedWork<IserConn>,
+    /// A `send_pdu` call is in progress or returned less than
+    /// `LOGIN_RSP_MARGIN_MS` ago (cleared by `login_rsp_work`): a Login or
+    /// Text Response arriving now is held (see `login_window_open`).
+    login_window: AtomicBool,
+    /// The held response: 0 none; else `HELD | LOGIN_BUF? | ring index << 32
+    /// | byte length`. Written by the receive path (softirq), taken by
+    /// `login_rsp_work`.
+    login_rsp_held: AtomicU64,
     /// `State`; read lock-free from any context, written under
     /// `state_lock` (process context) and announced on `state_changed`.
     state: AtomicU8,
@@ -195,6 +219,9 @@ impl IserConn {
         let rx_gate = BhSpinLock::new(RxGate { open: true })?;
         let conn = KBox::pin_init(
             pin_init!(IserConn {
+                login_rsp_work <- DelayedWork::new(),
+                login_window: AtomicBool::new(false),
+                login_rsp_held: AtomicU64::new(0),
                 state: AtomicU8::new(State::Connecting as u8),
                 error: AtomicI32::new(0),
                 state_lock <- new_mutex!(()),
@@ -515,6 +542,58 @@ impl IserConn {
         }
     }
 
+    /// A `send_pdu` call begins: its Login or Text request goes out during
+    /// the call, and the response must not reach libiscsi before the
+    /// call's netlink reply reached its caller. iscsiadm's discovery (open-
+    /// iscsi 2.1.8, `__kipc_call`) reads the Text Response it finds before
+    /// that reply into a stash its poll loop never looks at, waits 30 s,
+    /// gives up, and on reconnecting crashes on the stale stash (open-iscsi
+    /// issue #255). So a Login or Text Response arriving while the call is
+    /// in progress, or less than `LOGIN_RSP_MARGIN_MS` after it returned,
+    /// is held and delivered by `login_rsp_work` once that margin passed.
+    /// Process context (scsi_transport_iscsi's netlink handler).
+    pub(crate) fn login_window_open(&self) {
+        self.login_window.store(true, Ordering::SeqCst);
+    }
+
+    /// The `send_pdu` call returns: the window closes `LOGIN_RSP_MARGIN_MS`
+    /// from now, when `login_rsp_work` delivers what it holds.
+    pub(crate) fn login_window_closing(&self) {
+        self.login_rsp_work.schedule(LOGIN_RSP_MARGIN_MS);
+    }
+
+    /// The connection stops or goes away: a held Login or Text Response is
+    /// dropped, not delivered (process context; waits for a running
+    /// delivery).
+    pub(crate) fn drop_held_login_rsp(&self) {
+        self.login_rsp_work.cancel_sync();
+        self.login_window.store(false, Ordering::SeqCst);
+        self.login_rsp_held.store(0, Ordering::SeqCst);
+    }
+
+    /// Receive path (softirq): holds the Login or Text Response in `desc`
+    /// (`len` bytes) if the window is open; false: deliver it now.
+    /// `login_phase`: it was parsed as a login-phase PDU (the final Login
+    /// Response has set `ring_ffp` by the time it is delivered).
+    fn hold_login_rsp(&self, desc: &WithCqe<RxDesc>, len: u32, login_phase: bool) -> bool {
+        if !self.login_window.load(Ordering::SeqCst) {
+            return false;
+        }
+        self.counters.login_rsp_held();
+        let held = HELD_RSP
+            | if desc.login { HELD_IN_LOGIN_BUF } else { 0 }
+            | if login_phase { HELD_LOGIN_PHASE } else { 0 }
+            | (u64::from(desc.index) << 32)
+            | u64::from(len);
+        self.login_rsp_held.store(held, Ordering::SeqCst);
+        // The work may have closed the window (and found nothing held)
+        // between the check above and the store: then it runs again.
+        if !self.login_window.load(Ordering::SeqCst) {
+            self.login_rsp_work.schedule(0);
+        }
+        true
+    }
+
     /// Receive ring entry `rx` held a response for a command that was
     /// released before the response could be delivered (task cleanup: any
     /// context, also under libiscsi's back_lock). It goes back to the ring
@@ -617,11 +696,8 @@ impl IserConn {
         // T=1 (a NOP-In may follow at once, before libiscsi started the
         // connection), and before that only the Login Responses of a
         // target that stayed in operational negotiation (T=0).
-        let ctx = if desc.login || !self.ring_ffp.load(Ordering::Acquire) {
-            proto::bhs::RxContext::login()
-        } else {
-            proto::bhs::RxContext::full_feature(RX_DATA_LEN as u32)
-        };
+        let login_phase = desc.login || !self.ring_ffp.load(Ordering::Acquire);
+        let ctx = rx_context(login_phase);
         let pdu = match proto::bhs::parse_received_send(msg, &ctx) {
             Ok(p) => p,
             Err(e) => return self.proto_error(e),
@@ -639,6 +715,11 @@ impl IserConn {
                     l.csg
                 );
             }
+        }
+        if (pdu.opcode == proto::bhs::OP_LOGIN_RSP || pdu.opcode == proto::bhs::OP_TEXT_RSP)
+            && self.hold_login_rsp(desc, wc.byte_len(), login_phase)
+        {
+            return;
         }
         if pdu.opcode == proto::bhs::OP_LOGOUT_RSP {
             self.logged_out.store(true, Ordering::Release);
@@ -785,6 +866,7 @@ impl IserConn {
     /// `ep_disconnect`: quiesce, free the resources, destroy the CM id
     /// (waits for a running CM handler), then the connection itself.
     pub(crate) fn shutdown(self: Pin<KBox<Self>>) {
+        self.drop_held_login_rsp();
         self.iscsi.clear();
         self.release_resources();
         // Not under the teardown lock: destroying the id waits for a
@@ -794,6 +876,65 @@ impl IserConn {
         pr_info!("connection released\n");
     }
 }
+
+/// `login_rsp_held`: a response is held.
+const HELD_RSP: u64 = 1 << 63;
+/// `login_rsp_held`: it is in the login buffer (else in ring entry `index`).
+const HELD_IN_LOGIN_BUF: u64 = 1 << 62;
+/// `login_rsp_held`: it arrived as a login-phase PDU.
+const HELD_LOGIN_PHASE: u64 = 1 << 61;
+
+/// How a received Send is parsed: as a login-phase PDU (the login buffer
+/// only ever receives Login Responses; the ring before the target answered
+/// the request to go to full feature phase receives the Login Responses of
+/// a target that stayed in operational negotiation) or a full-feature one.
+fn rx_context(login_phase: bool) -> proto::bhs::RxContext {
+    if login_phase {
+        proto::bhs::RxContext::login()
+    } else {
+        proto::bhs::RxContext::full_feature(RX_DATA_LEN as u32)
+    }
+}
+
+impl DelayedWorkHandler for IserConn {
+    /// `login_rsp_work`: closes the login window and delivers the held
+    /// Login or Text Response, as the receive path would have (BH off, as
+    /// libiscsi's receive entry point expects; inside the RCU section
+    /// that implies for the resources).
+    fn run(this: &IserConn) {
+        this.login_window.store(false, Ordering::SeqCst);
+        let held = this.login_rsp_held.swap(0, Ordering::SeqCst);
+        if held & HELD_RSP == 0 {
+            return;
+        }
+        let len = (held & 0xffff_ffff) as u32;
+        let index = ((held >> 32) & 0xffff) as u16;
+        with_bh_disabled(|| {
+            if this.failed.load(Ordering::Acquire) {
+                this.counters.rx_dropped();
+                return;
+            }
+            let Some(conn) = this.iscsi.get() else { return };
+            let Some(res) = this.res.get() else { return };
+            let desc = if held & HELD_IN_LOGIN_BUF != 0 {
+                &*res.login_rx
+            } else {
+                match res.rx.get(usize::from(index)) {
+                    Some(d) => d,
+                    None => return,
+                }
+            };
+            let msg = desc.buf.for_cpu(len as usize);
+            let ctx = rx_context(held & HELD_LOGIN_PHASE != 0);
+            match proto::bhs::parse_received_send(msg, &ctx) {
+                Ok(pdu) => this.complete(conn, desc, msg, &pdu),
+                Err(e) => this.proto_error(e),
+            }
+        });
+    }
+}
+
+impl_has_delayed_work!(IserConn, login_rsp_work);
 
 impl CmHandler for IserConn {
     fn cm_event(&self, id: CmIdRef, ev: &CmEvent<'_>) -> Option<KBox<CmId>> {

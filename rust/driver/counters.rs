@@ -56,6 +56,7 @@ counters! {
     rx_dropped: "PDUs received after a reported connection failure, not delivered.",
     tmf_invalidations: "STags invalidated locally before a successful TMF Response was delivered.",
     tmf_send_waits: "Successful TMF Responses that arrived before their request's Send completed and were held for it (and for no invalidation).",
+    login_rsps_held: "Login/Text Responses that arrived before (or within 2 ms after) the send_pdu call of their request returned, held and delivered after it (see IserConn::login_window_open).",
     released_valid_stags: "STags (MRs) still valid on a live QP when libiscsi released their command: a broken guarantee, 0 on every path the tests drive.",
 }
 
@@ -109,6 +110,9 @@ impl Counters {
     }
     pub(crate) fn wc_error(&self) {
         self.err_completion.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn login_rsp_held(&self) {
+        self.login_rsps_held.fetch_add(1, Ordering::Relaxed);
     }
     pub(crate) fn rx_dropped(&self) {
         self.rx_dropped.fetch_add(1, Ordering::Relaxed);

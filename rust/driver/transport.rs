@@ -64,6 +64,7 @@ impl TransportOps for IserTransport {
     }
 
     fn stop(ep: &IserConn) {
+        ep.drop_held_login_rsp();
         ep.quiesce();
     }
 
@@ -86,6 +87,14 @@ impl TransportOps for IserTransport {
         for (i, (name, v)) in ep.counters.snapshot().iter().enumerate() {
             stats.set_custom(i, name, *v);
         }
+    }
+
+    fn send_pdu_begin(ep: &IserConn) {
+        ep.login_window_open();
+    }
+
+    fn send_pdu_returning(ep: &IserConn) {
+        ep.login_window_closing();
     }
 
     fn init_task(ep: &IserConn, task: Task<'_, IserTask>) -> Result {

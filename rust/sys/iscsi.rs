@@ -86,6 +86,14 @@ pub(crate) trait TransportOps: 'static {
     fn check_param(param: Param, value: &[u8]) -> Result;
     /// Fills connection statistics.
     fn stats(ep: &Self::Ep, stats: &mut Stats<'_>);
+    /// A `send_pdu` call (a Login or Text request from iscsid/iscsiadm)
+    /// begins on the endpoint's connection; the request is transmitted
+    /// (`xmit_task`) before [`TransportOps::send_pdu_returning`]. Process
+    /// context; must not sleep.
+    fn send_pdu_begin(ep: &Self::Ep);
+    /// That `send_pdu` call is returning; the netlink reply that tells its
+    /// caller the request went out follows. Process context; must not sleep.
+    fn send_pdu_returning(ep: &Self::Ep);
     /// Prepares a task for (re)transmission (`init_task`).
     fn init_task(ep: &Self::Ep, task: Task<'_, Self::TaskData>) -> Result;
     /// Transmits a task (`xmit_task`).
@@ -831,6 +839,43 @@ unsafe extern "C" fn get_stats_tr<T: TransportOps>(
     }
 }
 
+/// `send_pdu`: libiscsi's, between the transport's begin and end hooks.
+///
+/// # Safety
+///
+/// Called by scsi_transport_iscsi with a live connection of this transport
+/// and the PDU's header and data buffers.
+unsafe extern "C" fn send_pdu_tr<T: TransportOps>(
+    cls_conn: *mut b::iscsi_cls_conn,
+    hdr: *mut b::iscsi_hdr,
+    data: *mut kernel::ffi::c_char,
+    data_size: u32,
+) -> core::ffi::c_int {
+    // SAFETY: live connection (caller); its `dd_data` is libiscsi's conn.
+    let conn = unsafe { (*cls_conn).dd_data.cast::<b::iscsi_conn>() };
+    // The endpoint is read inside an RCU read-side section, as `get_stats`
+    // does (see `ep_disconnect_tr`); the hooks do not sleep.
+    let hook = |f: fn(&T::Ep)| {
+        super::rcu::read_section(|| {
+            // SAFETY: live connection (caller).
+            if let Some(ep) = unsafe { conn_ep::<T>(conn) } {
+                f(ep);
+            }
+        })
+    };
+    hook(T::send_pdu_begin);
+    // SAFETY: the caller's arguments, passed on unchanged.
+    let rc = unsafe { b::iscsi_conn_send_pdu(cls_conn, hdr, data, data_size) };
+    let delay = super::params::param_inject_send_pdu_delay_ms();
+    if delay > 0 {
+        // SAFETY: process context (scsi_transport_iscsi's netlink handler,
+        // holding only mutexes).
+        unsafe { b::msleep(delay) };
+    }
+    hook(T::send_pdu_returning);
+    rc
+}
+
 /// A target address as the CM id holds it (`struct sockaddr *`), handed
 /// through the driver to libiscsi's formatter without being read there.
 pub(crate) type DstAddr = *mut b::sockaddr;
@@ -1068,7 +1113,7 @@ impl Registration {
         table.stop_conn = Some(stop_conn_tr::<T>);
         table.get_host_param = Some(b::iscsi_host_get_param);
         table.set_host_param = Some(b::iscsi_host_set_param);
-        table.send_pdu = Some(b::iscsi_conn_send_pdu);
+        table.send_pdu = Some(send_pdu_tr::<T>);
         table.get_stats = Some(get_stats_tr::<T>);
         table.init_task = Some(init_task_tr::<T>);
         table.xmit_task = Some(xmit_task_tr::<T>);

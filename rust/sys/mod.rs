@@ -13,6 +13,8 @@
 //! - [`pool`]: `IndexPool`, lock-free index allocation with reservations.
 //! - [`rcu`]: `RcuSlot`, a value readable from any context and revocable
 //!   (RCU) from process context.
+//! - [`work`]: `DelayedWork`, a delayed work item inside its owner, and
+//!   running softirq-context code from process context.
 
 /// Runs `f` in a NOIO allocation scope: every allocation of this task in
 /// `f` (ours and the C callees') behaves as GFP_NOIO, so reclaim never
@@ -36,6 +38,7 @@ pub(crate) mod params;
 pub(crate) mod pool;
 pub(crate) mod rcu;
 pub(crate) mod verbs;
+pub(crate) mod work;
 
 /// A pointer returned by a C allocator that answers NULL or `ERR_PTR()` on
 /// failure, as a `NonNull` or the error (the `kernel` crate's

@@ -36,6 +36,13 @@ pub(crate) fn param_signal_every() -> u32 {
     unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_signal_every)) }
 }
 
+/// The `inject_send_pdu_delay_ms` fault-injection parameter (0644; 0: off).
+pub(crate) fn param_inject_send_pdu_delay_ms() -> u32 {
+    // SAFETY: an aligned u32 module parameter; a concurrent sysfs write
+    // stores a whole word.
+    unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_inject_send_pdu_delay_ms)) }
+}
+
 /// The module-wide live-object counters, shown as read-only module
 /// parameters (`iser_rs_live[]` in the C part, in this order).
 #[derive(Clone, Copy)]
