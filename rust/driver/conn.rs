@@ -11,6 +11,10 @@
 //! - Completion handlers: softirq (`IB_POLL_SOFTIRQ`), one CQ per
 //!   connection, so they never run concurrently with each other.
 //! - iscsid/libiscsi callbacks: process context.
+//! - `login_rsp_work` (a delayed work item in the connection): process
+//!   context, runs with BH off; delivers a Login/Text Response the
+//!   receive path held while a `send_pdu` call was in progress (see
+//!   [`IserConn::login_window_open`]); cancelled at stop and disconnect.
 //! - The bound libiscsi connection is published in a [`ConnSlot`].
 //! - Teardown steps run under the connection's teardown mutex (process
 //!   context), so device removal (CM handler) and `ep_disconnect` never
@@ -155,8 +159,10 @@ pub(crate) struct IserConn {
     /// `LOGIN_RSP_MARGIN_MS` ago (cleared by `login_rsp_work`): a Login or
     /// Text Response arriving now is held (see `login_window_open`).
     login_window: AtomicBool,
-    /// The held response: 0 none; else `HELD | LOGIN_BUF? | ring index << 32
-    /// | byte length`. Written by the receive path (softirq), taken by
+    /// The held response: 0 none; else `HELD_RSP`, `HELD_IN_LOGIN_BUF` if
+    /// it is in the login buffer, `HELD_LOGIN_PHASE` if it was parsed as a
+    /// login-phase PDU, the ring index at bit 32 and the byte length in the
+    /// low 32 bits. Written by the receive path (softirq), taken by
     /// `login_rsp_work`.
     login_rsp_held: AtomicU64,
     /// `State`; read lock-free from any context, written under
