@@ -111,10 +111,11 @@ impl<T> PinnedDrop for DelayedWork<T> {
 /// Called by the workqueue with the `work_struct` of a `DelayedWork<T>`
 /// made by [`DelayedWork::new`].
 unsafe extern "C" fn run_tr<T: HasDelayedWork>(work: *mut b::work_struct) {
-    // SAFETY: `work` is the `work` member of the item's `delayed_work`
-    // (caller), which is the first field of the `#[repr(C)]`
-    // `DelayedWork<T>` at `T::OFFSET` in a live owner: the owner cancels
-    // the item (waiting for this call) before it is dropped.
+    // `work` is the `work` member of the item's `delayed_work` (caller),
+    // which is the first field of the `#[repr(C)]` `DelayedWork<T>` at
+    // `T::OFFSET` in a live owner: the owner cancels the item (waiting for
+    // this call) before it is dropped.
+    // SAFETY: per the above, the pointer arithmetic lands on a live `T`.
     let owner = unsafe {
         let dw = b::iser_rs_to_delayed_work(work);
         &*dw.cast::<u8>().sub(T::OFFSET).cast::<T>()
