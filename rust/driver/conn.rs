@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
-//! One iSER connection (the iSCSI endpoint): RDMA CM state machine, the
-//! RDMA resources, login and full-feature receive buffers, the receive
-//! path, and teardown.
+//! One iSER connection (the iSCSI endpoint): the RDMA CM state machine,
+//! publishing and revoking its [`Resources`], posting and returning
+//! receive buffers, the login window, handing received PDUs to libiscsi,
+//! and teardown. The paths above it: `recv.rs` (receive completions),
+//! `task.rs` (completion rules), `xmit.rs` (sends).
 //!
 //! Contexts and synchronisation (no spinlock is taken anywhere here):
 //! - CM events: process context, one at a time (rdma_cm's handler mutex).
@@ -33,15 +35,16 @@
 //! CM id (waits for a running CM handler) and the connection.
 
 use super::counters::Counters;
-use super::task::{InvPool, MrPool, TmfInFlight, TmfInvDesc, TxPool};
+use super::limits::{RX_DATA_LEN, RX_RING};
+use super::resources::{Resources, RxDesc, TmfInFlight};
 use crate::proto;
 use crate::sys::bhlock::BhSpinLock;
 use crate::sys::cm::{CmEvent, CmEventKind, CmHandler, CmId, CmIdRef};
 use crate::sys::errno::{ECONNREFUSED, EHOSTUNREACH, ENOTCONN, ETIMEDOUT};
 use crate::sys::iscsi::{Conn, ConnSlot, IscsiErr, SockAddr};
 use crate::sys::rcu::{RcuGuard, RcuSlot};
-use crate::sys::verbs::{Cq, CqeHandler, Device, DmaBuf, DmaSlots, Pd, QpRef, Wc, WithCqe};
-use crate::sys::work::{impl_has_delayed_work, with_bh_disabled, DelayedWork, DelayedWorkHandler};
+use crate::sys::verbs::WithCqe;
+use crate::sys::work::{impl_has_delayed_work, DelayedWork};
 use core::pin::Pin;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use kernel::error::code::{EBUSY, EIO, ENODEV, ERESTARTSYS};
@@ -49,41 +52,6 @@ use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_mutex, CondVar, CondVarTimeoutResult, Mutex};
 use kernel::time::msecs_to_jiffies;
 
-/// Commands in flight per connection: the session's `can_queue` is
-/// clamped to this, and every budget below derives from it.
-pub(crate) const CMDS_MAX: u32 = 128;
-/// Management PDUs (NOP-Out, TMF, Text, Logout) that may be outstanding
-/// beside the commands (libiscsi's ISCSI_MGMT_CMDS_MAX is 15; +1 login).
-pub(crate) const MGMT_MAX: u32 = 16;
-/// Unsolicited Data-Out PDUs in flight: with FirstBurstLength 256 KiB and
-/// TargetRecvDataSegmentLength 8 KiB (the defaults) a write needs 32, so
-/// 4096 covers every command of a full queue doing so.
-pub(crate) const DATAOUT_MAX: u32 = CMDS_MAX * 32;
-/// Send queue: per command a Send plus at most 2 registrations and 2 local
-/// invalidations (bidirectional), the Data-Out pool, the management PDUs,
-/// the invalidations of a successful TMF, and the unsignaled Sends whose entries free only with the next signaled
-/// completion (fewer than `SIGNAL_EVERY`; their header slots are counted
-/// in the pool, this is the margin for their entries).
-pub(crate) const MAX_SEND_WR: u32 =
-    CMDS_MAX * 5 + DATAOUT_MAX + MGMT_MAX + super::task::SIGNAL_EVERY as u32 + TMF_INV_MAX;
-/// LOCAL_INVs a successful TMF Response may wait for: a target reset
-/// covers every MR of the pool (two per command).
-pub(crate) const TMF_INV_MAX: u32 = 2 * CMDS_MAX;
-/// Receive queue: one buffer per command response, per unsolicited target
-/// PDU we allow in flight (NOP-In, Async, Reject: MGMT_MAX), plus the login
-/// buffer.
-pub(crate) const RX_RING: u32 = CMDS_MAX + MGMT_MAX;
-pub(crate) const MAX_RECV_WR: u32 = RX_RING + 1;
-/// Data segment a receive buffer holds: the login limit (iSER §6: 8192
-/// during login) and what iser-rs declares for full feature phase.
-pub(crate) const RX_DATA_LEN: usize = proto::bhs::LOGIN_MAX_RECV_DSL as usize;
-/// iSER header + BHS + the largest AHS we accept (none is defined for a
-/// target PDU iSER uses; 4 words of slack) + data.
-pub(crate) const RX_BUF_LEN: usize = proto::bhs::ISER_HEADERS_LEN + 16 + RX_DATA_LEN;
-/// Bytes a Send may carry inline: the iSER header and BHS of a command
-/// PDU without immediate data (a SCSI Read's, a Write's whose data all
-/// goes by RDMA Read).
-pub(crate) const INLINE_LEN: u32 = proto::bhs::ISER_HEADERS_LEN as u32;
 /// Words of the orphaned-receive bitmap: one bit per ring entry.
 const ORPHAN_WORDS: usize = (RX_RING as usize).div_ceil(64);
 /// Address and route resolution timeouts (ms), as ib_iser.
@@ -96,39 +64,6 @@ enum State {
     Up = 1,
     Failed = 2,
     Down = 3,
-}
-
-/// The RDMA resources of an established (or establishing) connection.
-pub(crate) struct Resources {
-    pub(crate) qp: QpRef,
-    /// The QP sends `INLINE_LEN` bytes inline.
-    pub(crate) inline_hdrs: bool,
-    pub(crate) lkey: u32,
-    pub(crate) dev: Device,
-    pub(crate) mrs: MrPool,
-    pub(crate) tx: TxPool,
-    pub(crate) invs: InvPool,
-    /// Completion handle of the invalidations a TMF Response waits for.
-    pub(crate) tmf_inv: KBox<WithCqe<TmfInvDesc>>,
-    login_rx: KBox<WithCqe<RxDesc>>,
-    pub(crate) login_tx: DmaSlots,
-    rx: KVec<KBox<WithCqe<RxDesc>>>,
-    _cq: Cq,
-    _pd: Pd,
-}
-
-/// A receive descriptor: one posted receive buffer.
-pub(crate) struct RxDesc {
-    buf: DmaBuf,
-    login: bool,
-    index: u16,
-}
-
-impl CqeHandler for RxDesc {
-    type Ctx = IserConn;
-    fn done(this: &WithCqe<Self>, conn: &IserConn, wc: &Wc<'_>) {
-        conn.rx_done(this, wc);
-    }
 }
 
 /// Whether receive buffers may still be posted from outside the
@@ -363,105 +298,28 @@ impl IserConn {
         self.conn_error(e.iscsi_err().code() as IscsiErr);
     }
 
-    /// ROUTE_RESOLVED: PD, CQ, MRs and buffers, the QP last; then connect.
-    ///
-    /// Every fallible step comes before the QP: once `create_qp` has
-    /// succeeded only infallible steps follow, so an allocation failure
-    /// never drops the PD, CQ or MRs under a live QP (locals drop in
-    /// reverse order, and nothing here outlives them on error).
+    /// ROUTE_RESOLVED: allocates and publishes the resources (the QP
+    /// last, `Resources::new`), then connects.
     fn setup(&self, id: CmIdRef) -> Result {
         if self.res.get().is_some() {
             // One ROUTE_RESOLVED per id; `res.set` below cannot fail then.
             return Err(EBUSY);
         }
-        let dev = id.device().ok_or_else(ENOTCONN)?;
-        let pd = Pd::new(dev)?;
-        let cq = Cq::from_pool(dev, MAX_SEND_WR + MAX_RECV_WR, -1)?;
-        let ctx: *const IserConn = self;
-        let mrs = MrPool::new(&pd, 2 * CMDS_MAX, super::task::max_pages())?;
-        let tx = TxPool::new(dev, ctx, DATAOUT_MAX)?;
-        let invs = InvPool::new(ctx)?;
-        let tmf_inv = KBox::new(WithCqe::new(ctx, TmfInvDesc::new()), GFP_KERNEL)?;
-        let login_rx = KBox::new(
-            WithCqe::new(
-                ctx,
-                RxDesc {
-                    buf: DmaBuf::new(dev, RX_BUF_LEN, false, GFP_KERNEL)?,
-                    login: true,
-                    index: u16::MAX,
-                },
-            ),
-            GFP_KERNEL,
-        )?;
-        let login_tx = DmaSlots::new(dev, 1, proto::bhs::ISER_HEADERS_LEN + RX_DATA_LEN)?;
-        let mut rx = KVec::with_capacity(RX_RING as usize, GFP_KERNEL)?;
-        for index in 0..RX_RING as u16 {
-            rx.push(
-                KBox::new(
-                    WithCqe::new(
-                        ctx,
-                        RxDesc {
-                            buf: DmaBuf::new(dev, RX_BUF_LEN, false, GFP_KERNEL)?,
-                            login: false,
-                            index,
-                        },
-                    ),
-                    GFP_KERNEL,
-                )?,
-                GFP_KERNEL,
-            )?;
-        }
-        let slot = KBox::<Resources>::new_uninit(GFP_KERNEL)?;
-        // Header-only command PDUs go inline where the device allows it
-        // (rxe: 400 bytes, siw: 80, most HCAs more): asked for first, and
-        // without it if the device refuses.
-        let want_inline = crate::sys::params::param_inline_sends();
-        let (qp, inline_hdrs) = match want_inline
-            .then(|| id.create_qp(&pd, &cq, MAX_SEND_WR, MAX_RECV_WR, INLINE_LEN))
-        {
-            Some(Ok(qp)) => (qp, true),
-            _ => (id.create_qp(&pd, &cq, MAX_SEND_WR, MAX_RECV_WR, 0)?, false),
-        };
-        // From here on nothing fails but `res.set`, which cannot (checked
-        // empty above; only this handler sets it).
-        let lkey = pd.local_dma_lkey();
-        let res = KBox::write(
-            slot,
-            Resources {
-                qp,
-                inline_hdrs,
-                lkey,
-                dev,
-                mrs,
-                tx,
-                invs,
-                tmf_inv,
-                login_rx,
-                login_tx,
-                rx,
-                _cq: cq,
-                _pd: pd,
-            },
-        );
-        // What this connection allocated itself (the provider's QP and CQ
-        // memory, and the MRs' page lists, are the device's): the receive
-        // buffers (each its own kmalloc), the send pool, the login buffer.
-        let (tx_bytes, tx_largest) = res.tx.memory();
-        let rx_bytes = (RX_RING as usize + 1) * RX_BUF_LEN;
-        let largest = tx_largest.max(res.login_tx.largest_chunk()).max(RX_BUF_LEN);
-        let kib = (rx_bytes + tx_bytes + res.login_tx.bytes()).div_ceil(1024);
+        let res = Resources::new(id, self)?;
+        let (kib, largest) = res.memory();
+        let (dev, inline_hdrs) = (res.dev, res.inline_hdrs);
         self.res.set(res)?;
         super::counters::live_qp(1);
         iser_info!(
             "setup: PD, CQ of {} entries, QP with {} send and {} receive WRs (inline headers: {}), {} MRs of {} pages, {} receive buffers of {} bytes; buffers and descriptors {} KiB, largest contiguous allocation {} bytes\n",
-            MAX_SEND_WR + MAX_RECV_WR,
-            MAX_SEND_WR,
-            MAX_RECV_WR,
+            super::limits::CQ_ENTRIES,
+            super::limits::MAX_SEND_WR,
+            super::limits::MAX_RECV_WR,
             if inline_hdrs { "yes" } else { "no" },
-            2 * CMDS_MAX,
-            super::task::max_pages(),
+            super::limits::MRS,
+            super::limits::max_pages(),
             RX_RING + 1,
-            RX_BUF_LEN,
+            super::limits::RX_BUF_LEN,
             kib,
             largest
         );
@@ -540,7 +398,7 @@ impl IserConn {
     /// request reading the reused buffer is a duplicate the target's RC
     /// responder discards (IBA 9.9.2: a duplicate Send is acknowledged,
     /// not delivered again).
-    fn login_tx_answered(&self) {
+    pub(crate) fn login_tx_answered(&self) {
         if self.login_tx_user.swap(u32::MAX, Ordering::AcqRel) != u32::MAX {
             if let Some(res) = self.res.get() {
                 res.login_tx.release_index(0);
@@ -581,7 +439,12 @@ impl IserConn {
     /// (`len` bytes) if the window is open; false: deliver it now.
     /// `login_phase`: it was parsed as a login-phase PDU (the final Login
     /// Response has set `ring_ffp` by the time it is delivered).
-    fn hold_login_rsp(&self, desc: &WithCqe<RxDesc>, len: u32, login_phase: bool) -> bool {
+    pub(crate) fn hold_login_rsp(
+        &self,
+        desc: &WithCqe<RxDesc>,
+        len: u32,
+        login_phase: bool,
+    ) -> bool {
         if !self.login_window.load(Ordering::SeqCst) {
             return false;
         }
@@ -598,6 +461,44 @@ impl IserConn {
             self.login_rsp_work.schedule(0);
         }
         true
+    }
+
+    /// Takes the held Login or Text Response, closing the login window
+    /// (`login_rsp_work`, process context).
+    pub(crate) fn take_held_login_rsp(&self) -> Option<HeldLoginRsp> {
+        self.login_window.store(false, Ordering::SeqCst);
+        let held = self.login_rsp_held.swap(0, Ordering::SeqCst);
+        if held & HELD_RSP == 0 {
+            return None;
+        }
+        Some(HeldLoginRsp {
+            in_login_buf: held & HELD_IN_LOGIN_BUF != 0,
+            login_phase: held & HELD_LOGIN_PHASE != 0,
+            index: ((held >> 32) & 0xffff) as u16,
+            len: (held & 0xffff_ffff) as u32,
+        })
+    }
+
+    /// A failure was reported (`conn_error`): nothing received is
+    /// delivered any more.
+    pub(crate) fn has_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// The target answered the request to go to full feature phase: every
+    /// later ring buffer holds a full-feature PDU.
+    pub(crate) fn ring_in_full_feature(&self) -> bool {
+        self.ring_ffp.load(Ordering::Acquire)
+    }
+
+    /// The final Login Response arrived (receive path, softirq).
+    pub(crate) fn ring_enters_full_feature(&self) {
+        self.ring_ffp.store(true, Ordering::Release);
+    }
+
+    /// A Logout Response arrived: the disconnect that follows is expected.
+    pub(crate) fn logout_answered(&self) {
+        self.logged_out.store(true, Ordering::Release);
     }
 
     /// Receive ring entry `rx` held a response for a command that was
@@ -637,7 +538,7 @@ impl IserConn {
     }
 
     /// Reposts the orphaned ring entries (receive path, softirq).
-    fn repost_orphans(&self) {
+    pub(crate) fn repost_orphans(&self) {
         for (w, word) in self.orphans.iter().enumerate() {
             let mut bits = word.swap(0, Ordering::AcqRel);
             while bits != 0 {
@@ -672,90 +573,6 @@ impl IserConn {
                 self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
             }
         }
-    }
-
-    /// A receive completed (softirq).
-    fn rx_done(&self, desc: &WithCqe<RxDesc>, wc: &Wc<'_>) {
-        if !wc.ok() {
-            if !wc.flushed() {
-                self.counters.wc_error();
-                pr_warn!("receive failed, status {}\n", wc.status());
-                self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
-            }
-            return;
-        }
-        // After a reported failure nothing received is delivered (nor its
-        // buffer reposted: the connection is going away).
-        if self.failed.load(Ordering::Acquire) {
-            self.counters.rx_dropped();
-            return;
-        }
-        if !desc.login {
-            self.counters.rx_completed();
-        }
-        self.repost_orphans();
-        let Some(conn) = self.iscsi.get() else { return };
-        let msg = desc.buf.for_cpu(wc.byte_len() as usize);
-        // The login buffer only ever receives Login Responses; the ring is
-        // posted with the request to go to full feature phase and receives
-        // full-feature PDUs once the target answered that request with
-        // T=1 (a NOP-In may follow at once, before libiscsi started the
-        // connection), and before that only the Login Responses of a
-        // target that stayed in operational negotiation (T=0).
-        let login_phase = desc.login || !self.ring_ffp.load(Ordering::Acquire);
-        let ctx = rx_context(login_phase);
-        let pdu = match proto::bhs::parse_received_send(msg, &ctx) {
-            Ok(p) => p,
-            Err(e) => return self.proto_error(e),
-        };
-        let inv = wc.invalidated_rkey();
-        if pdu.opcode == proto::bhs::OP_LOGIN_RSP || pdu.opcode == proto::bhs::OP_TEXT_RSP {
-            self.login_tx_answered();
-        }
-        if let proto::bhs::TargetHeader::LoginResponse(l) = &pdu.header {
-            if l.enters_full_feature() {
-                self.ring_ffp.store(true, Ordering::Release);
-            } else if !desc.login {
-                iser_dbg!(
-                    "login response in the receive ring: the target stays in stage {:?}\n",
-                    l.csg
-                );
-            }
-        }
-        if (pdu.opcode == proto::bhs::OP_LOGIN_RSP || pdu.opcode == proto::bhs::OP_TEXT_RSP)
-            && self.hold_login_rsp(desc, wc.byte_len(), login_phase)
-        {
-            return;
-        }
-        if pdu.opcode == proto::bhs::OP_LOGOUT_RSP {
-            self.logged_out.store(true, Ordering::Release);
-        }
-        if pdu.opcode == proto::bhs::OP_SCSI_RSP {
-            self.counters.response();
-            match super::task::on_scsi_response(self, conn, &pdu, inv, desc.index, wc.byte_len()) {
-                Ok(super::task::RspAction::CompleteNow) => {}
-                Ok(super::task::RspAction::Deferred) => {
-                    // Completed (and the buffer reposted) when the local
-                    // invalidation finishes: see `task::inv_done`.
-                    self.counters.deferred();
-                    return;
-                }
-                Err(e) => return self.proto_error(e),
-            }
-        } else if inv.is_some() {
-            // Only a SCSI Response may carry SendInvSE (iSER §7.3.2).
-            return self.proto_error(proto::ProtoError::UnexpectedRemoteInvalidation);
-        } else if pdu.opcode == proto::bhs::OP_TMF_RSP && !desc.login {
-            if let super::task::RspAction::Deferred =
-                super::task::on_tmf_response(self, &pdu, desc.index, wc.byte_len())
-            {
-                // Delivered (and the buffer reposted) when the commands'
-                // invalidations complete: see `TmfInvDesc::done`.
-                self.counters.deferred();
-                return;
-            }
-        }
-        self.complete(conn, desc, msg, &pdu);
     }
 
     /// Hands a received PDU to libiscsi and reposts its buffer.
@@ -890,54 +707,15 @@ const HELD_IN_LOGIN_BUF: u64 = 1 << 62;
 /// `login_rsp_held`: it arrived as a login-phase PDU.
 const HELD_LOGIN_PHASE: u64 = 1 << 61;
 
-/// How a received Send is parsed: as a login-phase PDU (the login buffer
-/// only ever receives Login Responses; the ring before the target answered
-/// the request to go to full feature phase receives the Login Responses of
-/// a target that stayed in operational negotiation) or a full-feature one.
-fn rx_context(login_phase: bool) -> proto::bhs::RxContext {
-    if login_phase {
-        proto::bhs::RxContext::login()
-    } else {
-        proto::bhs::RxContext::full_feature(RX_DATA_LEN as u32)
-    }
-}
-
-impl DelayedWorkHandler for IserConn {
-    /// `login_rsp_work`: closes the login window and delivers the held
-    /// Login or Text Response, as the receive path would have (BH off, as
-    /// libiscsi's receive entry point expects; inside the RCU section
-    /// that implies for the resources).
-    fn run(this: &IserConn) {
-        this.login_window.store(false, Ordering::SeqCst);
-        let held = this.login_rsp_held.swap(0, Ordering::SeqCst);
-        if held & HELD_RSP == 0 {
-            return;
-        }
-        let len = (held & 0xffff_ffff) as u32;
-        let index = ((held >> 32) & 0xffff) as u16;
-        with_bh_disabled(|| {
-            if this.failed.load(Ordering::Acquire) {
-                this.counters.rx_dropped();
-                return;
-            }
-            let Some(conn) = this.iscsi.get() else { return };
-            let Some(res) = this.res.get() else { return };
-            let desc = if held & HELD_IN_LOGIN_BUF != 0 {
-                &*res.login_rx
-            } else {
-                match res.rx.get(usize::from(index)) {
-                    Some(d) => d,
-                    None => return,
-                }
-            };
-            let msg = desc.buf.for_cpu(len as usize);
-            let ctx = rx_context(held & HELD_LOGIN_PHASE != 0);
-            match proto::bhs::parse_received_send(msg, &ctx) {
-                Ok(pdu) => this.complete(conn, desc, msg, &pdu),
-                Err(e) => this.proto_error(e),
-            }
-        });
-    }
+/// A Login or Text Response the receive path held (`hold_login_rsp`).
+pub(crate) struct HeldLoginRsp {
+    /// In the login buffer (else in ring entry `index`).
+    pub(crate) in_login_buf: bool,
+    /// Parsed as a login-phase PDU when it arrived.
+    pub(crate) login_phase: bool,
+    pub(crate) index: u16,
+    /// Bytes received.
+    pub(crate) len: u32,
 }
 
 impl_has_delayed_work!(IserConn, login_rsp_work);

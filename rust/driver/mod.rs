@@ -1,9 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The driver logic: safe Rust over the wrapper layer in `crate::sys`.
 //!
+//! Files, each naming only those below it (`scripts/import-graph` checks
+//! that no two name each other):
 //! - [`transport`]: the `iser` transport's operations (iscsid's view).
-//! - [`conn`]: one iSER connection: CM events, resources, receive path.
-//! - [`task`]: per-command registration, sends, invalidation, cleanup.
+//! - [`xmit`]: the transmit path and Send completions.
+//! - [`recv`]: the receive path (receive completions, held Login/Text
+//!   Responses).
+//! - [`task`]: per-command state, the completion rules (STag
+//!   invalidation, Send completion, TMF), and task cleanup.
+//! - [`conn`]: one iSER connection: CM events, publishing its resources,
+//!   receive buffers, the login window, teardown.
+//! - [`resources`]: what a connection allocates, and its pools.
+//! - [`limits`]: queue and pool budgets, with their derivation.
 //! - [`counters`]: statistics and live-object counts.
 
 /// Messages gated by the `debug_level` module parameter, as ib_iser's
@@ -30,5 +39,9 @@ macro_rules! iser_dbg {
 
 pub(crate) mod conn;
 pub(crate) mod counters;
+pub(crate) mod limits;
+pub(crate) mod recv;
+pub(crate) mod resources;
 pub(crate) mod task;
 pub(crate) mod transport;
+pub(crate) mod xmit;

@@ -2,8 +2,10 @@
 //! The `iser` iSCSI transport: what iscsid's requests and libiscsi's
 //! callbacks do, expressed over [`IserConn`] and the task data path.
 
-use super::conn::{IserConn, CMDS_MAX};
+use super::conn::IserConn;
+use super::limits::{sg_tablesize, CMDS_MAX};
 use super::task::{self, IserTask};
+use super::xmit;
 use crate::proto;
 use crate::sys::errno::{ENOTCONN, EPROTO};
 use crate::sys::iscsi::{self, Conn, HostLimits, Param, SockAddr, Task, TransportOps};
@@ -40,7 +42,7 @@ impl TransportOps for IserTransport {
 
     fn session_limits(ep: &IserConn, cmds_max: u16) -> Result<HostLimits> {
         let res = ep.resources().ok_or_else(ENOTCONN)?;
-        let sg = task::sg_tablesize();
+        let sg = sg_tablesize();
         Ok(HostLimits {
             can_queue: cmds_max.min(CMDS_MAX as u16),
             sg_tablesize: sg as u16,
@@ -98,11 +100,11 @@ impl TransportOps for IserTransport {
     }
 
     fn init_task(ep: &IserConn, task: Task<'_, IserTask>) -> Result {
-        task::init(ep, task)
+        xmit::init(ep, task)
     }
 
     fn xmit_task(ep: &IserConn, task: Task<'_, IserTask>) -> Result {
-        task::xmit(ep, task)
+        xmit::xmit(ep, task)
     }
 
     fn cleanup_task(ep: Option<&IserConn>, task: Task<'_, IserTask>) {

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The budgets of one connection: commands in flight, queue depths, pool
+//! sizes and buffer lengths. Each is written once here, with its
+//! derivation; everything that sizes a queue or a pool names these.
+
+use crate::proto;
+
+/// Commands in flight per connection: the session's `can_queue` is
+/// clamped to this, and every budget below derives from it.
+pub(crate) const CMDS_MAX: u32 = 128;
+/// Management PDUs (NOP-Out, TMF, Text, Logout) that may be outstanding
+/// beside the commands (libiscsi's ISCSI_MGMT_CMDS_MAX is 15; +1 login).
+pub(crate) const MGMT_MAX: u32 = 16;
+/// Unsolicited Data-Out PDUs in flight: with FirstBurstLength 256 KiB and
+/// TargetRecvDataSegmentLength 8 KiB (the defaults) a write needs 32, so
+/// 4096 covers every command of a full queue doing so.
+pub(crate) const DATAOUT_MAX: u32 = CMDS_MAX * 32;
+/// One Send in `signal_every` (module parameter, at most `SIGNAL_EVERY`)
+/// is signaled; the others complete silently and their header slots are
+/// released by the next signaled completion (an RC send queue completes
+/// in order). ib_iser signals every Send: this halves the completions per
+/// command. Management and login PDUs are always signaled.
+pub(crate) const SIGNAL_EVERY: usize = 16;
+/// Send descriptors (header slots): one per Data-Out in flight, per
+/// command PDU and per management PDU, plus the up to `SIGNAL_EVERY - 1`
+/// released unsignaled ones that wait for the next signaled completion.
+pub(crate) const TX_DESCS: u32 = DATAOUT_MAX + CMDS_MAX + MGMT_MAX + SIGNAL_EVERY as u32;
+/// FRWR MRs: two per command (a bidirectional command needs a Read and a
+/// Write STag).
+pub(crate) const MRS: u32 = 2 * CMDS_MAX;
+/// Local-invalidation descriptors: one per command that may wait for its
+/// invalidation, doubled for aborted commands whose invalidation is still
+/// in flight when their task is reused.
+pub(crate) const INV_DESCS: u32 = 2 * CMDS_MAX;
+/// LOCAL_INVs a successful TMF Response may wait for: a target reset
+/// covers every MR of the pool.
+pub(crate) const TMF_INV_MAX: u32 = MRS;
+/// Send queue: per command a Send plus at most 2 registrations and 2 local
+/// invalidations (bidirectional), the Data-Out pool, the management PDUs,
+/// the invalidations of a successful TMF, and the unsignaled Sends whose
+/// entries free only with the next signaled completion (fewer than
+/// `SIGNAL_EVERY`; their header slots are counted in the pool, this is
+/// the margin for their entries).
+pub(crate) const MAX_SEND_WR: u32 =
+    CMDS_MAX * 5 + DATAOUT_MAX + MGMT_MAX + SIGNAL_EVERY as u32 + TMF_INV_MAX;
+/// Receive queue: one buffer per command response, per unsolicited target
+/// PDU we allow in flight (NOP-In, Async, Reject: MGMT_MAX), plus the login
+/// buffer.
+pub(crate) const RX_RING: u32 = CMDS_MAX + MGMT_MAX;
+pub(crate) const MAX_RECV_WR: u32 = RX_RING + 1;
+/// One CQ for both queues.
+pub(crate) const CQ_ENTRIES: u32 = MAX_SEND_WR + MAX_RECV_WR;
+/// Data segment a receive buffer holds: the login limit (iSER §6: 8192
+/// during login) and what iser-rs declares for full feature phase.
+pub(crate) const RX_DATA_LEN: usize = proto::bhs::LOGIN_MAX_RECV_DSL as usize;
+/// iSER header + BHS + the largest AHS we accept (none is defined for a
+/// target PDU iSER uses; 4 words of slack) + data.
+pub(crate) const RX_BUF_LEN: usize = proto::bhs::ISER_HEADERS_LEN + 16 + RX_DATA_LEN;
+/// A header slot: the iSER header and the BHS of a PDU.
+pub(crate) const HDRS: usize = proto::bhs::ISER_HEADERS_LEN;
+/// Bytes a Send may carry inline: the iSER header and BHS of a command
+/// PDU without immediate data (a SCSI Read's, a Write's whose data all
+/// goes by RDMA Read).
+pub(crate) const INLINE_LEN: u32 = HDRS as u32;
+
+/// Pages one registration covers: `max_sectors` 512-byte sectors, plus one
+/// for a buffer that does not start on a page boundary.
+pub(crate) fn max_pages() -> u32 {
+    sg_tablesize() + 1
+}
+
+/// SG entries per command: with `virt_boundary_mask` = 4K-1 every entry
+/// but the first and last is a full page, so `max_sectors`/8 entries.
+pub(crate) fn sg_tablesize() -> u32 {
+    (crate::sys::params::param_max_sectors().clamp(8, 8192) / 8).max(1)
+}
+
+/// The `signal_every` module parameter, clamped to `1..=SIGNAL_EVERY`.
+pub(crate) fn signal_every() -> usize {
+    (crate::sys::params::param_signal_every() as usize).clamp(1, SIGNAL_EVERY)
+}

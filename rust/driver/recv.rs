@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The receive path: every received Send (softirq, the connection's one
+//! CQ) is validated by the protocol core, routed by opcode (a SCSI or TMF
+//! Response through the STag rules of `task.rs`, a Login or Text Response
+//! through the login window of `conn.rs`) and handed to libiscsi; and the
+//! delayed delivery of a held Login or Text Response (`login_rsp_work`,
+//! process context with BH off).
+
+use super::conn::IserConn;
+use super::limits::RX_DATA_LEN;
+use super::resources::RxDesc;
+use super::task::{on_scsi_response, on_tmf_response, RspAction};
+use crate::proto;
+use crate::sys::verbs::{CqeHandler, Wc, WithCqe};
+use crate::sys::work::{with_bh_disabled, DelayedWorkHandler};
+use kernel::prelude::*;
+
+/// A receive completed (softirq).
+impl CqeHandler for RxDesc {
+    type Ctx = IserConn;
+    fn done(this: &WithCqe<Self>, conn: &IserConn, wc: &Wc<'_>) {
+        rx_done(conn, this, wc);
+    }
+}
+
+/// The receive path (softirq): validates the PDU, applies the login,
+/// STag and TMF rules, and hands it to libiscsi (or holds it).
+fn rx_done(conn: &IserConn, desc: &WithCqe<RxDesc>, wc: &Wc<'_>) {
+    if !wc.ok() {
+        if !wc.flushed() {
+            conn.counters.wc_error();
+            pr_warn!("receive failed, status {}\n", wc.status());
+            conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
+        }
+        return;
+    }
+    // After a reported failure nothing received is delivered (nor its
+    // buffer reposted: the connection is going away).
+    if conn.has_failed() {
+        conn.counters.rx_dropped();
+        return;
+    }
+    if !desc.login {
+        conn.counters.rx_completed();
+    }
+    conn.repost_orphans();
+    let Some(iscsi) = conn.iscsi.get() else {
+        return;
+    };
+    let msg = desc.buf.for_cpu(wc.byte_len() as usize);
+    // The login buffer only ever receives Login Responses; the ring is
+    // posted with the request to go to full feature phase and receives
+    // full-feature PDUs once the target answered that request with
+    // T=1 (a NOP-In may follow at once, before libiscsi started the
+    // connection), and before that only the Login Responses of a
+    // target that stayed in operational negotiation (T=0).
+    let login_phase = desc.login || !conn.ring_in_full_feature();
+    let ctx = rx_context(login_phase);
+    let pdu = match proto::bhs::parse_received_send(msg, &ctx) {
+        Ok(p) => p,
+        Err(e) => return conn.proto_error(e),
+    };
+    let inv = wc.invalidated_rkey();
+    if pdu.opcode == proto::bhs::OP_LOGIN_RSP || pdu.opcode == proto::bhs::OP_TEXT_RSP {
+        conn.login_tx_answered();
+    }
+    if let proto::bhs::TargetHeader::LoginResponse(l) = &pdu.header {
+        if l.enters_full_feature() {
+            conn.ring_enters_full_feature();
+        } else if !desc.login {
+            iser_dbg!(
+                "login response in the receive ring: the target stays in stage {:?}\n",
+                l.csg
+            );
+        }
+    }
+    if (pdu.opcode == proto::bhs::OP_LOGIN_RSP || pdu.opcode == proto::bhs::OP_TEXT_RSP)
+        && conn.hold_login_rsp(desc, wc.byte_len(), login_phase)
+    {
+        return;
+    }
+    if pdu.opcode == proto::bhs::OP_LOGOUT_RSP {
+        conn.logout_answered();
+    }
+    if pdu.opcode == proto::bhs::OP_SCSI_RSP {
+        conn.counters.response();
+        match on_scsi_response(conn, iscsi, &pdu, inv, desc.index, wc.byte_len()) {
+            Ok(RspAction::CompleteNow) => {}
+            Ok(RspAction::Deferred) => {
+                // Completed (and the buffer reposted) when the local
+                // invalidation finishes: see `task::inv_done`.
+                conn.counters.deferred();
+                return;
+            }
+            Err(e) => return conn.proto_error(e),
+        }
+    } else if inv.is_some() {
+        // Only a SCSI Response may carry SendInvSE (iSER §7.3.2).
+        return conn.proto_error(proto::ProtoError::UnexpectedRemoteInvalidation);
+    } else if pdu.opcode == proto::bhs::OP_TMF_RSP && !desc.login {
+        if let RspAction::Deferred = on_tmf_response(conn, &pdu, desc.index, wc.byte_len()) {
+            // Delivered (and the buffer reposted) when the commands'
+            // invalidations complete: see `TmfInvDesc::done`.
+            conn.counters.deferred();
+            return;
+        }
+    }
+    conn.complete(iscsi, desc, msg, &pdu);
+}
+
+/// How a received Send is parsed: as a login-phase PDU (the login buffer
+/// only ever receives Login Responses; the ring before the target answered
+/// the request to go to full feature phase receives the Login Responses of
+/// a target that stayed in operational negotiation) or a full-feature one.
+fn rx_context(login_phase: bool) -> proto::bhs::RxContext {
+    if login_phase {
+        proto::bhs::RxContext::login()
+    } else {
+        proto::bhs::RxContext::full_feature(RX_DATA_LEN as u32)
+    }
+}
+
+impl DelayedWorkHandler for IserConn {
+    /// `login_rsp_work`: closes the login window and delivers the held
+    /// Login or Text Response, as the receive path would have (BH off, as
+    /// libiscsi's receive entry point expects; inside the RCU section
+    /// that implies for the resources).
+    fn run(this: &IserConn) {
+        let Some(held) = this.take_held_login_rsp() else {
+            return;
+        };
+        with_bh_disabled(|| {
+            if this.has_failed() {
+                this.counters.rx_dropped();
+                return;
+            }
+            let Some(iscsi) = this.iscsi.get() else {
+                return;
+            };
+            let Some(res) = this.resources() else { return };
+            let desc = if held.in_login_buf {
+                &*res.login_rx
+            } else {
+                match res.rx.get(usize::from(held.index)) {
+                    Some(d) => d,
+                    None => return,
+                }
+            };
+            let msg = desc.buf.for_cpu(held.len as usize);
+            let ctx = rx_context(held.login_phase);
+            match proto::bhs::parse_received_send(msg, &ctx) {
+                Ok(pdu) => this.complete(iscsi, desc, msg, &pdu),
+                Err(e) => this.proto_error(e),
+            }
+        });
+    }
+}

@@ -1,0 +1,558 @@
+// SPDX-License-Identifier: GPL-2.0
+//! What one connection allocates, and the pools it is carved into: the
+//! PD, CQ and QP ([`Resources::new`], the QP last), the FRWR MRs
+//! ([`MrPool`]), the send descriptors and their header slots ([`TxPool`]),
+//! the local-invalidation descriptors ([`InvPool`]), the TMF record
+//! ([`TmfInFlight`]), and the receive buffers ([`RxDesc`]).
+//!
+//! Only data and the lock-free pool operations live here; what a
+//! completion of each descriptor does is its `CqeHandler` impl, in the
+//! file of the path it belongs to (`xmit.rs`: [`TxDesc`]; `task.rs`:
+//! [`InvDesc`], [`TmfInvDesc`]; `recv.rs`: [`RxDesc`]). Those handlers
+//! name the connection as their context ([`Ctx`]).
+//!
+//! Contexts: built in the CM handler (process context, NOIO scope);
+//! the pools are taken and returned from any context (lock-free, but for
+//! `TxPool`'s unsignaled batch: a BH spinlock, innermost of iser-rs).
+
+use super::limits::{
+    max_pages, signal_every, CQ_ENTRIES, HDRS, INLINE_LEN, INV_DESCS, MAX_RECV_WR, MAX_SEND_WR,
+    MRS, RX_BUF_LEN, RX_DATA_LEN, RX_RING, SIGNAL_EVERY, TX_DESCS,
+};
+use crate::proto;
+use crate::sys::bhlock::BhSpinLock;
+use crate::sys::cm::CmIdRef;
+use crate::sys::errno::ENOTCONN;
+use crate::sys::pool::IndexPool;
+use crate::sys::verbs::{
+    Cq, CqeHandler, Device, DmaBuf, DmaSlots, Mr, Pd, QpRef, RegReq, SendPayload, SlotToken,
+    WithCqe,
+};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use kernel::error::code::EINVAL;
+use kernel::prelude::*;
+
+/// The context every descriptor's completion handler runs on (the
+/// connection), as its handler impl declares it.
+pub(crate) type Ctx = <RxDesc as CqeHandler>::Ctx;
+
+/// The RDMA resources of an established (or establishing) connection.
+pub(crate) struct Resources {
+    pub(crate) qp: QpRef,
+    /// The QP sends `INLINE_LEN` bytes inline.
+    pub(crate) inline_hdrs: bool,
+    pub(crate) lkey: u32,
+    pub(crate) dev: Device,
+    pub(crate) mrs: MrPool,
+    pub(crate) tx: TxPool,
+    pub(crate) invs: InvPool,
+    /// Completion handle of the invalidations a TMF Response waits for.
+    pub(crate) tmf_inv: KBox<WithCqe<TmfInvDesc>>,
+    pub(crate) login_rx: KBox<WithCqe<RxDesc>>,
+    pub(crate) login_tx: DmaSlots,
+    pub(crate) rx: KVec<KBox<WithCqe<RxDesc>>>,
+    _cq: Cq,
+    _pd: Pd,
+}
+
+/// A receive descriptor: one posted receive buffer.
+pub(crate) struct RxDesc {
+    pub(crate) buf: DmaBuf,
+    /// The login buffer (else a ring entry).
+    pub(crate) login: bool,
+    /// Ring index (u16::MAX: the login buffer).
+    pub(crate) index: u16,
+}
+
+/// One fast-registration MR of the pool.
+struct MrSlot {
+    mr: Mr,
+    /// Still valid after its last use (registered for local access only,
+    /// or a command released without a known-complete invalidation):
+    /// invalidate before the next registration.
+    dirty: AtomicBool,
+    /// The command holding the MR, while out of the pool: raw ITT (high
+    /// half) tagged with `OWNED` (low half), written before the
+    /// registration is posted; 0 in the pool. A successful TMF finds the
+    /// MRs of the commands it releases by it.
+    owner_itt: AtomicU64,
+    /// That command's raw LUN field.
+    owner_lun: AtomicU64,
+    /// A successful TMF covering the owner posted a LOCAL_INV for this MR
+    /// (its response reaches libiscsi only once that completed): the
+    /// owner's STag is dead when libiscsi releases it. Cleared at the next
+    /// registration.
+    tmf_invalidated: AtomicBool,
+}
+
+/// Low half of `MrSlot::owner_itt` for an MR out of the pool.
+const OWNED: u64 = 1;
+
+/// The connection's FRWR MRs: two per command slot (bidirectional
+/// commands need a Read and a Write STag). Lock-free: any context may take
+/// or return one.
+pub(crate) struct MrPool {
+    slots: KVec<MrSlot>,
+    free: IndexPool,
+}
+
+impl MrPool {
+    pub(crate) fn new(pd: &Pd, n: u32, max_pages: u32) -> Result<Self> {
+        let mut slots = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+        for _ in 0..n {
+            slots.push(
+                MrSlot {
+                    mr: Mr::new(pd, max_pages)?,
+                    dirty: AtomicBool::new(false),
+                    owner_itt: AtomicU64::new(0),
+                    owner_lun: AtomicU64::new(0),
+                    tmf_invalidated: AtomicBool::new(false),
+                },
+                GFP_KERNEL,
+            )?;
+        }
+        let free = IndexPool::new(n)?;
+        // Counted once the pool exists: its `Drop` takes them back off.
+        // An error above drops the MRs made so far (each deregisters
+        // itself) without a pool, so nothing was counted for them (case
+        // 051 found 6 counted and never taken off after a failed login).
+        super::counters::live_mr(slots.len() as i64);
+        Ok(MrPool { slots, free })
+    }
+
+    pub(crate) fn get(&self) -> Option<u16> {
+        self.free.claim().map(|i| i as u16)
+    }
+
+    pub(crate) fn mr(&self, i: u16) -> Option<&Mr> {
+        self.slots.get(i as usize).map(|s| &s.mr)
+    }
+
+    /// Records the command that registers MR `i` (before the post).
+    pub(crate) fn set_owner(&self, i: u16, itt: u32, lun: [u8; 8]) {
+        if let Some(s) = self.slots.get(i as usize) {
+            s.tmf_invalidated.store(false, Ordering::Relaxed);
+            s.owner_lun
+                .store(u64::from_ne_bytes(lun), Ordering::Relaxed);
+            s.owner_itt
+                .store(u64::from(itt) << 32 | OWNED, Ordering::Release);
+        }
+    }
+
+    pub(crate) fn put(&self, i: u16, still_valid: bool) {
+        if let Some(s) = self.slots.get(i as usize) {
+            if still_valid {
+                s.dirty.store(true, Ordering::Relaxed);
+            }
+            s.owner_itt.store(0, Ordering::Release);
+            self.free.release(u32::from(i));
+        }
+    }
+
+    /// The rkeys of the MRs held by commands in `scope`, each marked as
+    /// invalidated by the TMF (the caller posts their LOCAL_INVs).
+    pub(crate) fn claim_for_tmf(
+        &self,
+        scope: &proto::task::TmfScope,
+    ) -> impl Iterator<Item = u32> + '_ {
+        let scope = *scope;
+        self.slots.iter().filter_map(move |s| {
+            let owner = s.owner_itt.load(Ordering::Acquire);
+            if owner & OWNED == 0 {
+                return None;
+            }
+            let lun = s.owner_lun.load(Ordering::Relaxed).to_ne_bytes();
+            if !scope.covers((owner >> 32) as u32, &lun) {
+                return None;
+            }
+            s.tmf_invalidated.store(true, Ordering::Relaxed);
+            Some(s.mr.rkey())
+        })
+    }
+
+    /// Whether a successful TMF invalidated MR `i` for its current owner.
+    pub(crate) fn tmf_invalidated(&self, i: u16) -> bool {
+        self.slots
+            .get(i as usize)
+            .is_some_and(|s| s.tmf_invalidated.load(Ordering::Relaxed))
+    }
+
+    /// Takes the slot's "invalidate first" mark.
+    pub(crate) fn take_dirty(&self, i: u16) -> bool {
+        self.slots
+            .get(i as usize)
+            .is_some_and(|s| s.dirty.swap(false, Ordering::Relaxed))
+    }
+}
+
+impl Drop for MrPool {
+    fn drop(&mut self) {
+        super::counters::live_mr(-(self.slots.len() as i64));
+    }
+}
+
+/// A send descriptor: the completion handle of one header slot.
+pub(crate) struct TxDesc {
+    pub(crate) index: u32,
+    /// The command whose pages this Send read, if it is the last Send of
+    /// that command's data (raw ITT and cookie; cookie 0: none). Written
+    /// before the post; its completion lets the command complete
+    /// (`data_sent`).
+    pub(crate) owner_itt: AtomicU32,
+    pub(crate) owner_cookie: AtomicU64,
+    /// Unsignaled slots posted before this (signaled) Send: released with
+    /// it. Written before the post, read by its completion.
+    pub(crate) batch: [AtomicU32; SIGNAL_EVERY - 1],
+    pub(crate) batch_len: AtomicU32,
+}
+
+/// Slots of the unsignaled Sends posted since the last signaled one.
+struct Unsignaled {
+    idx: [u32; SIGNAL_EVERY - 1],
+    n: usize,
+}
+
+/// Send descriptors for command, Data-Out and management PDUs: one header
+/// slot (iSER header + BHS) and one completion handle each.
+pub(crate) struct TxPool {
+    /// ~90 bytes each, thousands of them: a `KVVec` (kvmalloc), so a
+    /// reconnect never needs a high-order block for them.
+    descs: KVVec<WithCqe<TxDesc>>,
+    pub(crate) slots: DmaSlots,
+    /// Taken in process context (xmit, under libiscsi's frwd_lock) only;
+    /// BH-disabling anyway, so it is safe from any context. Innermost lock
+    /// of iser-rs (ib_post_send's provider lock nests inside it).
+    unsignaled: BhSpinLock<Unsignaled>,
+    /// One Send in this many is signaled (`signal_every()` at setup).
+    signal_every: usize,
+}
+
+impl TxPool {
+    pub(crate) fn new(dev: Device, ctx: *const Ctx) -> Result<Self> {
+        let n = TX_DESCS;
+        let mut descs = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
+        for index in 0..n {
+            descs.push(
+                WithCqe::new(
+                    ctx,
+                    TxDesc {
+                        index,
+                        owner_itt: AtomicU32::new(0),
+                        owner_cookie: AtomicU64::new(0),
+                        batch: [const { AtomicU32::new(0) }; SIGNAL_EVERY - 1],
+                        batch_len: AtomicU32::new(0),
+                    },
+                ),
+                GFP_KERNEL,
+            )?;
+        }
+        Ok(TxPool {
+            descs,
+            slots: DmaSlots::new(dev, n, HDRS)?,
+            unsignaled: BhSpinLock::new(Unsignaled {
+                idx: [0; SIGNAL_EVERY - 1],
+                n: 0,
+            })?,
+            signal_every: signal_every(),
+        })
+    }
+
+    /// Bytes this pool allocated (descriptors, header slots) and the
+    /// largest single allocation among them that needs contiguous pages
+    /// (the descriptor table is a `KVVec`: page-sized pieces at worst).
+    pub(crate) fn memory(&self) -> (usize, usize) {
+        let descs = self.descs.len() * core::mem::size_of::<WithCqe<TxDesc>>();
+        (descs + self.slots.bytes(), self.slots.largest_chunk())
+    }
+
+    /// Posts `[invs] → [regs] → Send(payload)` using header slot `slot`,
+    /// signaled if `always_signal`, if it is the last Send of a command's
+    /// data (`owner`: raw ITT and cookie, told when it completes), or if it
+    /// is the `signal_every`th. On error the slot is released and nothing
+    /// was posted.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn post(
+        &self,
+        qp: crate::sys::verbs::QpRef,
+        invs: &[u32],
+        regs: &[RegReq<'_>],
+        slot: SlotToken<'_>,
+        payload: SendPayload<'_>,
+        always_signal: bool,
+        owner: Option<(u32, u64)>,
+    ) -> Result {
+        // A token dropped on the error paths below releases its slot.
+        let Some(d) = self.descs.get(slot.index() as usize) else {
+            return Err(EINVAL);
+        };
+        let (itt, cookie) = owner.unwrap_or((0, 0));
+        d.owner_itt.store(itt, Ordering::Relaxed);
+        d.owner_cookie.store(cookie, Ordering::Release);
+        let r = self.unsignaled.with(|u| {
+            let signal = always_signal || owner.is_some() || u.n + 1 >= self.signal_every;
+            if signal {
+                for (dst, src) in d.batch.iter().zip(&u.idx[..u.n]) {
+                    dst.store(*src, Ordering::Relaxed);
+                }
+                d.batch_len.store(u.n as u32, Ordering::Release);
+            }
+            let r = qp.post_send(invs, regs, d.cqe(), payload, signal);
+            match (&r, signal) {
+                (Err(_), _) => {
+                    d.batch_len.store(0, Ordering::Relaxed);
+                    d.owner_cookie.store(0, Ordering::Relaxed);
+                }
+                (Ok(()), true) => u.n = 0,
+                (Ok(()), false) => {
+                    u.idx[u.n] = slot.index();
+                    u.n += 1;
+                }
+            }
+            r
+        });
+        match r {
+            Ok(()) => {
+                self.slots.posted(slot);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The completion handle of one local invalidation (one or two
+/// `IB_WR_LOCAL_INV`, the last signaled): which command it was posted for.
+/// Owned by the connection, not the task, so an aborted command's
+/// invalidation that completes after libiscsi reused the task cannot
+/// complete the task's next command.
+pub(crate) struct InvDesc {
+    pub(crate) index: u32,
+    pub(crate) itt: AtomicU32,
+    pub(crate) cookie: AtomicU64,
+}
+
+/// The connection's local-invalidation descriptors: one per command that
+/// may wait for its invalidation, doubled for aborted commands whose
+/// invalidation is still in flight when their task is reused.
+pub(crate) struct InvPool {
+    pub(crate) descs: KVec<WithCqe<InvDesc>>,
+    pub(crate) free: IndexPool,
+}
+
+impl InvPool {
+    pub(crate) fn new(ctx: *const Ctx) -> Result<Self> {
+        let n = INV_DESCS;
+        let mut descs = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+        for index in 0..n {
+            descs.push(
+                WithCqe::new(
+                    ctx,
+                    InvDesc {
+                        index,
+                        itt: AtomicU32::new(0),
+                        cookie: AtomicU64::new(0),
+                    },
+                ),
+                GFP_KERNEL,
+            )?;
+        }
+        Ok(InvPool {
+            descs,
+            free: IndexPool::new(n)?,
+        })
+    }
+}
+
+/// The TMF request on the wire: the first 24 bytes of its BHS (function,
+/// LUN, ITT, Referenced Task Tag), recorded by `xmit_mgmt` before the post
+/// and taken by its response; the header slot of its Send; and what a
+/// successful response still waits for (`proto::task::TmfRelease`).
+/// libiscsi sends one TMF at a time (`conn->tmf_state`).
+pub(crate) struct TmfInFlight {
+    words: [AtomicU64; 3],
+    /// Header slot of the request's Send (always signaled); `u32::MAX`
+    /// once its completion was seen, or none.
+    send_slot: AtomicU32,
+    /// `TmfRelease::to_bits`.
+    release: AtomicU8,
+}
+
+impl TmfInFlight {
+    pub(crate) const fn new() -> Self {
+        TmfInFlight {
+            words: [const { AtomicU64::new(0) }; 3],
+            send_slot: AtomicU32::new(u32::MAX),
+            release: AtomicU8::new(proto::task::TmfRelease::request_posted().to_bits()),
+        }
+    }
+
+    /// Records a TMF request about to be posted from header slot `slot`.
+    pub(crate) fn record(&self, bhs: &[u8], slot: u32) {
+        for (i, w) in self.words.iter().enumerate() {
+            let mut b = [0u8; 8];
+            if let Some(c) = bhs.get(i * 8..i * 8 + 8) {
+                b.copy_from_slice(c);
+            }
+            w.store(u64::from_ne_bytes(b), Ordering::Release);
+        }
+        self.release.store(
+            proto::task::TmfRelease::request_posted().to_bits(),
+            Ordering::Release,
+        );
+        self.send_slot.store(slot, Ordering::Release);
+    }
+
+    /// Whether the Send in header slot `slot` is the TMF request's (true
+    /// once: the record is consumed).
+    pub(crate) fn is_request_send(&self, slot: u32) -> bool {
+        slot != u32::MAX
+            && self
+                .send_slot
+                .compare_exchange(slot, u32::MAX, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Applies one event to the release state; returns what the event
+    /// returned (true: deliver the held response now). Only the
+    /// connection's CQ handler calls it, so events never run
+    /// concurrently; the atomic keeps it sound if they did.
+    pub(crate) fn update(&self, event: impl Fn(&mut proto::task::TmfRelease) -> bool) -> bool {
+        let mut go = false;
+        let _ = self
+            .release
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+                let mut r = proto::task::TmfRelease::from_bits(b);
+                go = event(&mut r);
+                Some(r.to_bits())
+            });
+        go
+    }
+
+    /// The recorded request if its ITT (bytes 16..20) is `itt`; forgets it.
+    pub(crate) fn take(&self, itt: [u8; 4]) -> Option<[u8; 24]> {
+        let mut req = [0u8; 24];
+        for (i, w) in self.words.iter().enumerate() {
+            if let Some(c) = req.get_mut(i * 8..i * 8 + 8) {
+                c.copy_from_slice(&w.load(Ordering::Acquire).to_ne_bytes());
+            }
+        }
+        if req[0] & 0x3f != proto::bhs::OP_TMF_REQ || req[16..20] != itt {
+            return None;
+        }
+        self.words[0].store(0, Ordering::Release);
+        Some(req)
+    }
+}
+
+/// The completion handle of the local invalidations a successful TMF
+/// Response waits for: which receive buffer holds that response.
+pub(crate) struct TmfInvDesc {
+    /// `rx index << 32 | length` of the held TMF Response; `NO_HELD`: none.
+    pub(crate) held: AtomicU64,
+}
+
+pub(crate) const NO_HELD: u64 = u64::MAX;
+
+impl TmfInvDesc {
+    pub(crate) const fn new() -> Self {
+        TmfInvDesc {
+            held: AtomicU64::new(NO_HELD),
+        }
+    }
+}
+
+impl Resources {
+    /// Everything a connection allocates, the QP last (on ROUTE_RESOLVED:
+    /// `id` has its device and route). `ctx` is the connection the
+    /// completion handlers of the descriptors run on; it must outlive
+    /// every WR that names them (the owner drains the QP before it drops
+    /// the resources).
+    ///
+    /// Every fallible step comes before the QP: once `create_qp` has
+    /// succeeded only infallible steps follow, so an allocation failure
+    /// never drops the PD, CQ or MRs under a live QP (locals drop in
+    /// reverse order, and nothing here outlives them on error).
+    pub(crate) fn new(id: CmIdRef, ctx: *const Ctx) -> Result<KBox<Resources>> {
+        let dev = id.device().ok_or_else(ENOTCONN)?;
+        let pd = Pd::new(dev)?;
+        let cq = Cq::from_pool(dev, CQ_ENTRIES, -1)?;
+        let mrs = MrPool::new(&pd, MRS, max_pages())?;
+        let tx = TxPool::new(dev, ctx)?;
+        let invs = InvPool::new(ctx)?;
+        let tmf_inv = KBox::new(WithCqe::new(ctx, TmfInvDesc::new()), GFP_KERNEL)?;
+        let login_rx = KBox::new(
+            WithCqe::new(
+                ctx,
+                RxDesc {
+                    buf: DmaBuf::new(dev, RX_BUF_LEN, false, GFP_KERNEL)?,
+                    login: true,
+                    index: u16::MAX,
+                },
+            ),
+            GFP_KERNEL,
+        )?;
+        let login_tx = DmaSlots::new(dev, 1, HDRS + RX_DATA_LEN)?;
+        let mut rx = KVec::with_capacity(RX_RING as usize, GFP_KERNEL)?;
+        for index in 0..RX_RING as u16 {
+            rx.push(
+                KBox::new(
+                    WithCqe::new(
+                        ctx,
+                        RxDesc {
+                            buf: DmaBuf::new(dev, RX_BUF_LEN, false, GFP_KERNEL)?,
+                            login: false,
+                            index,
+                        },
+                    ),
+                    GFP_KERNEL,
+                )?,
+                GFP_KERNEL,
+            )?;
+        }
+        let slot = KBox::<Resources>::new_uninit(GFP_KERNEL)?;
+        // Header-only command PDUs go inline where the device allows it
+        // (rxe: 400 bytes, siw: 80, most HCAs more): asked for first, and
+        // without it if the device refuses.
+        let want_inline = crate::sys::params::param_inline_sends();
+        let (qp, inline_hdrs) = match want_inline
+            .then(|| id.create_qp(&pd, &cq, MAX_SEND_WR, MAX_RECV_WR, INLINE_LEN))
+        {
+            Some(Ok(qp)) => (qp, true),
+            _ => (id.create_qp(&pd, &cq, MAX_SEND_WR, MAX_RECV_WR, 0)?, false),
+        };
+        // From here on nothing fails.
+        let lkey = pd.local_dma_lkey();
+        Ok(KBox::write(
+            slot,
+            Resources {
+                qp,
+                inline_hdrs,
+                lkey,
+                dev,
+                mrs,
+                tx,
+                invs,
+                tmf_inv,
+                login_rx,
+                login_tx,
+                rx,
+                _cq: cq,
+                _pd: pd,
+            },
+        ))
+    }
+
+    /// What this connection allocated itself (the provider's QP and CQ
+    /// memory, and the MRs' page lists, are the device's): the receive
+    /// buffers (each its own kmalloc), the send pool, the login buffer.
+    /// Returns (KiB in all, largest contiguous allocation in bytes).
+    pub(crate) fn memory(&self) -> (usize, usize) {
+        let (tx_bytes, tx_largest) = self.tx.memory();
+        let rx_bytes = (RX_RING as usize + 1) * RX_BUF_LEN;
+        let largest = tx_largest
+            .max(self.login_tx.largest_chunk())
+            .max(RX_BUF_LEN);
+        let kib = (rx_bytes + tx_bytes + self.login_tx.bytes()).div_ceil(1024);
+        (kib, largest)
+    }
+}

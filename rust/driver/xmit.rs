@@ -1,0 +1,443 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The transmit path: `xmit_task` for commands (FRWR registration and the
+//! command PDU in one chain, immediate data, unsolicited Data-Out) and
+//! management PDUs (login, Text, NOP-Out, TMF, Logout), and the Send
+//! completions that release header slots and tell a command its pages
+//! are read.
+//!
+//! Contexts: `xmit`/`init` run from libiscsi's `queuecommand` (the host
+//! has no xmit workqueue: `xmit_can_sleep` is false) or its management
+//! PDU path, under the session's frwd_lock with bottom halves off; the
+//! Send completions in softirq (the connection's one CQ).
+
+use super::conn::IserConn;
+use super::limits::{HDRS, RX_DATA_LEN};
+use super::resources::TxDesc;
+use super::task::{data_sent, deliver_held_tmf, IserTask};
+use crate::proto;
+use crate::proto::task::TaskStags;
+use crate::sys::errno::{ENOBUFS, ENOTCONN};
+use crate::sys::iscsi::{Dir, Task, TaskKind, BHS_LEN};
+use crate::sys::verbs::{
+    CqeHandler, DmaSlots, RegReq, RemoteAccess, SendPayload, Sge, SlotToken, Wc, WithCqe,
+};
+use core::sync::atomic::Ordering;
+use kernel::error::code::EINVAL;
+use kernel::prelude::*;
+
+/// A Send completed (softirq): only signaled ones, and failed or flushed
+/// WRs of any kind that name a send descriptor.
+impl CqeHandler for TxDesc {
+    type Ctx = IserConn;
+    fn done(this: &WithCqe<Self>, conn: &IserConn, wc: &Wc<'_>) {
+        if !wc.ok() {
+            // A flushed WR (unsignaled ones too, and the REG_MR/LOCAL_INV
+            // of a chain, which share this handle) releases nothing: the
+            // connection is going away and teardown frees every slot.
+            if !wc.flushed() {
+                conn.counters.wc_error();
+                pr_warn!("send failed, status {}\n", wc.status());
+                conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
+            }
+            return;
+        }
+        // Only a signaled Send completes successfully here. Everything the
+        // descriptor says about this Send (its owner, whether it was the
+        // TMF's or the login buffer's) is read before its slot is
+        // released: from then on xmit, on another CPU, may claim the slot
+        // and overwrite the descriptor for its own Send.
+        let cookie = this.owner_cookie.swap(0, Ordering::AcqRel);
+        let owner_itt = this.owner_itt.load(Ordering::Relaxed);
+        let tmf_send = conn.tmf.is_request_send(this.index);
+        conn.login_tx_done(this.index);
+        if let Some(res) = conn.resources() {
+            let n = this.batch_len.swap(0, Ordering::Acquire) as usize;
+            for b in this.batch.iter().take(n) {
+                res.tx.slots.release_index(b.load(Ordering::Relaxed));
+            }
+            res.tx.slots.release_index(this.index);
+        }
+        if tmf_send && conn.tmf.update(|r| r.send_completed()) {
+            deliver_held_tmf(conn);
+        }
+        if cookie != 0 {
+            data_sent(owner_itt, cookie, conn);
+        }
+    }
+}
+
+/// A command's ITT as on the wire (BHS bytes 16..20), in the form libiscsi's
+/// `iscsi_itt_to_ctask` takes it back.
+fn cmd_itt(bhs: &[u8; BHS_LEN]) -> u32 {
+    u32::from_ne_bytes([bhs[16], bhs[17], bhs[18], bhs[19]])
+}
+
+/// The iSER header and BHS of a PDU as sent (`HDRS` bytes, zero-padded).
+fn hdr_bytes(iser: &[u8; proto::iser_hdr::ISER_HDR_LEN], bhs: &[u8]) -> [u8; HDRS] {
+    let mut out = [0u8; HDRS];
+    let (a, rest) = out.split_at_mut(iser.len());
+    a.copy_from_slice(iser);
+    let n = bhs.len().min(rest.len());
+    rest[..n].copy_from_slice(&bhs[..n]);
+    out
+}
+
+/// Writes an iSER header and BHS into a claimed header slot.
+fn fill_hdr(
+    slots: &DmaSlots,
+    t: &mut crate::sys::verbs::SlotToken<'_>,
+    iser: &[u8; proto::iser_hdr::ISER_HDR_LEN],
+    bhs: &[u8],
+    lkey: u32,
+) -> Sge {
+    write_hdrs(slots, t, &hdr_bytes(iser, bhs), lkey)
+}
+
+/// Writes prepared headers (`hdr_bytes`) into a claimed header slot.
+fn write_hdrs(slots: &DmaSlots, t: &mut SlotToken<'_>, hdrs: &[u8; HDRS], lkey: u32) -> Sge {
+    slots.write(t, HDRS, lkey, |buf| {
+        let n = buf.len().min(HDRS);
+        buf[..n].copy_from_slice(&hdrs[..n]);
+    })
+}
+
+/// `init_task`: nothing to prepare beyond what `alloc_pdu` did.
+pub(crate) fn init(_conn: &IserConn, _task: Task<'_, IserTask>) -> Result {
+    Ok(())
+}
+
+/// `xmit_task`: called by libiscsi with the session's frwd_lock held (BH
+/// off) from `queuecommand`, or from its management PDU path.
+///
+/// Every header slot the call needs is reserved before anything is posted:
+/// once the command PDU is on the wire a failure here would make libiscsi
+/// hand the command (and its CmdSN) out again.
+///
+/// Out of send resources (`ENOBUFS`, counted as `tx_full`): the host has
+/// no xmit work (`xmit_can_sleep` false), so libiscsi answers
+/// `queuecommand` with TARGET_BUSY and the SCSI midlayer retries the
+/// command; a refused management PDU fails to its sender. Nothing here
+/// waits for a completion to kick a retry.
+pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
+    let res = conn.resources().ok_or_else(ENOTCONN)?;
+    if task.kind() == TaskKind::Mgmt {
+        return xmit_mgmt(conn, task);
+    }
+    let cmd_sent = task.data().ok_or(EINVAL)?.cmd_sent;
+    let unsol_pdus = task.unsol_pdus_left();
+    let need = u32::from(!cmd_sent) + unsol_pdus;
+    let Some(mut rsv) = res.tx.slots.reserve(need) else {
+        conn.counters.tx_full();
+        return Err(ENOBUFS());
+    };
+    // Once the command is posted its response may be handled on another
+    // CPU at any moment: the transport data is not touched after the post
+    // (`send_command` hands back what the Data-Outs need).
+    let local = if cmd_sent {
+        task.data().and_then(|d| d.local_data)
+    } else {
+        let slot = rsv.take().ok_or_else(ENOBUFS)?;
+        send_command(conn, &mut task, slot)?
+    };
+    if unsol_pdus == 0 {
+        return Ok(());
+    }
+    // Unsolicited Data-Out (iSER §7.3.1, InitialR2T=No): each by a Send
+    // whose payload comes straight from the command's buffer. The target
+    // answers only after the last of them, so the task stays ours here.
+    //
+    // The command PDU is on the wire: from here on a failure fails the
+    // connection (libiscsi then fails the command and the midlayer retries
+    // it on the next one) and xmit still answers success, because an error
+    // would make libiscsi hand the command's CmdSN out again. The failure
+    // is reported through `fail_conn_in_xmit`: libiscsi holds the
+    // session's frwd_lock around this call.
+    while task.has_unsol_data() {
+        let (Some(mut slot), Some((base, lkey))) = (rsv.take(), local) else {
+            // Reserved above / set by send_command: unreachable unless
+            // libiscsi changed the task under us.
+            conn.counters.proto_error();
+            conn.fail_in_xmit(&task, crate::sys::iscsi::ERR_CONN_FAILED);
+            return Ok(());
+        };
+        let mut hdr = [0u8; BHS_LEN];
+        let (off, len) = task.prep_unsol_data_out(&mut hdr);
+        // The last Data-Out (F bit) tells the command its pages are read.
+        let owner = if hdr[1] & proto::bhs::FLAG_FINAL != 0 {
+            task.data().map(|d| (cmd_itt(&d.bhs), d.cookie))
+        } else {
+            None
+        };
+        let mut iser = [0u8; proto::iser_hdr::ISER_HDR_LEN];
+        proto::iser_hdr::IserHeader::control().encode(&mut iser);
+        let h = fill_hdr(&res.tx.slots, &mut slot, &iser, &hdr, res.lkey);
+        let data = Sge {
+            addr: base + u64::from(off),
+            length: len,
+            lkey,
+        };
+        if res
+            .tx
+            .post(
+                res.qp,
+                &[],
+                &[],
+                slot,
+                SendPayload::Sges(&[h, data]),
+                false,
+                owner,
+            )
+            .is_err()
+        {
+            conn.counters.post_error();
+            conn.fail_in_xmit(&task, crate::sys::iscsi::ERR_CONN_FAILED);
+            return Ok(());
+        }
+        task.unsol_data_out_posted();
+        conn.counters.tx_bytes(u64::from(len));
+        conn.counters.data_out();
+    }
+    Ok(())
+}
+
+/// Registers the command's buffer and sends the command PDU (with its
+/// immediate data) in one chain: [local inv] → REG_MR → Send.
+/// Returns where the command's data lies for the Data-Out Sends.
+fn send_command(
+    conn: &IserConn,
+    task: &mut Task<'_, IserTask>,
+    slot: SlotToken<'_>,
+) -> Result<Option<(u64, u32)>> {
+    let res = conn.resources().ok_or_else(ENOTCONN)?;
+    let (dir, len, _, _) = task.scsi_data();
+    let unsol = task.unsol_len();
+    let mut read = None;
+    let mut write = None;
+    let mut inv = None;
+    let mut reg: Option<(u16, RemoteAccess)> = None;
+    if len > 0 && dir != Dir::None {
+        let mapped = match task.map_sg(res.dev) {
+            Ok(m) => m,
+            Err(e) => {
+                return Err(e);
+            }
+        };
+        // A write whose data is all unsolicited and contiguous in DMA space
+        // needs no registration at all: its Sends take the data through the
+        // PD's local DMA lkey (local access only; nothing is advertised).
+        if dir == Dir::ToDevice && len <= unsol {
+            if let Some(addr) = mapped.single_segment() {
+                let td = task.data().ok_or(EINVAL)?;
+                td.local_data = Some((addr, res.lkey));
+                td.sg = Some(mapped);
+                return post_command(conn, task, slot, None, None, None, None);
+            }
+        }
+        let Some(i) = res.mrs.get() else {
+            conn.counters.tx_full();
+            return Err(ENOBUFS());
+        };
+        let Some(mr) = res.mrs.mr(i) else {
+            res.mrs.put(i, false);
+            return Err(EINVAL);
+        };
+        {
+            let b = &task.data().ok_or(EINVAL)?.bhs;
+            let mut lun = [0u8; 8];
+            lun.copy_from_slice(&b[8..16]);
+            res.mrs.set_owner(i, cmd_itt(b), lun);
+        }
+        if res.mrs.take_dirty(i) {
+            inv = Some(mr.rkey());
+        }
+        // A fresh key for every registration: no STag the target saw
+        // before names this one.
+        mr.bump_key();
+        if let Err(e) = mr.map_sg(&mapped) {
+            res.mrs.put(i, inv.is_some());
+            return Err(e);
+        }
+        let td = task.data().ok_or(EINVAL)?;
+        td.sg = Some(mapped);
+        if dir == Dir::ToDevice {
+            td.mrs[1] = Some(i);
+            td.local_data = Some((mr.iova(), mr.lkey()));
+            if len > unsol {
+                // The solicited rest is RDMA-Read by the target from the
+                // Write STag, at the offset where unsolicited data ends.
+                write = Some(proto::iser_hdr::StagVa {
+                    stag: mr.rkey(),
+                    va: mr.iova() + u64::from(unsol),
+                });
+                reg = Some((i, RemoteAccess::Read));
+            } else {
+                // Fully unsolicited: local access only, never advertised.
+                td.local_only = true;
+                reg = Some((i, RemoteAccess::LocalOnly));
+            }
+        } else {
+            td.mrs[0] = Some(i);
+            read = Some(proto::iser_hdr::StagVa {
+                stag: mr.rkey(),
+                va: mr.iova(),
+            });
+            reg = Some((i, RemoteAccess::Write));
+        }
+        conn.counters.registration();
+    }
+    post_command(conn, task, slot, read, write, inv, reg)
+}
+
+/// Sends the command PDU of a prepared task: [local inv] → [REG_MR] → Send
+/// of the iSER header, BHS and immediate data.
+fn post_command(
+    conn: &IserConn,
+    task: &mut Task<'_, IserTask>,
+    mut slot: SlotToken<'_>,
+    read: Option<proto::iser_hdr::StagVa>,
+    write: Option<proto::iser_hdr::StagVa>,
+    inv: Option<u32>,
+    reg: Option<(u16, RemoteAccess)>,
+) -> Result<Option<(u64, u32)>> {
+    let res = conn.resources().ok_or_else(ENOTCONN)?;
+    let (dir, len, _, _) = task.scsi_data();
+    let imm = task.imm_count();
+    let hdr_len = task.hdr_len().min(BHS_LEN);
+    let remote_inv = conn.remote_inv.load(Ordering::Acquire);
+    let mut stags = TaskStags::new(read.map(|r| r.stag), write.map(|w| w.stag), remote_inv)
+        .map_err(|_| EINVAL)?;
+    stags.advertise().map_err(|_| EINVAL)?;
+    let mut iser = [0u8; proto::iser_hdr::ISER_HDR_LEN];
+    proto::iser_hdr::IserHeader { read, write }.encode(&mut iser);
+    let td = task.data().ok_or(EINVAL)?;
+    let hdrs = hdr_bytes(&iser, &td.bhs[..hdr_len]);
+    let mut sges = [Sge {
+        addr: 0,
+        length: 0,
+        lkey: 0,
+    }; 2];
+    let payload = if imm == 0 && res.inline_hdrs {
+        // Header only: copied into the work request by the provider. The
+        // header slot is still claimed: its descriptor is the Send's
+        // completion handle.
+        SendPayload::Inline(&hdrs)
+    } else {
+        sges[0] = write_hdrs(&res.tx.slots, &mut slot, &hdrs, res.lkey);
+        if imm == 0 {
+            SendPayload::Sges(&sges[..1])
+        } else {
+            let Some((base, lkey)) = td.local_data else {
+                return Err(EINVAL);
+            };
+            sges[1] = Sge {
+                addr: base,
+                length: imm,
+                lkey,
+            };
+            SendPayload::Sges(&sges)
+        }
+    };
+    let reg_req = reg.and_then(|(i, access)| res.mrs.mr(i).map(|mr| RegReq { mr, access }));
+    let regs = reg_req.as_slice();
+    let invs = inv.as_slice();
+    let data_outs = task.has_unsol_data();
+    let td = task.data().ok_or(EINVAL)?;
+    // Everything the response path reads is in place before the post: the
+    // response may be handled on another CPU before `post` returns.
+    td.stags = Some(stags);
+    td.cmd_sent = true;
+    td.cookie = conn.next_cookie();
+    // The Sends of immediate data and unsolicited Data-Out read the
+    // command's pages; the last of them is signaled and tells the command
+    // (in-order send queue: its completion implies the others').
+    td.send_pending = imm > 0 || data_outs;
+    let owner = (imm > 0 && !data_outs).then(|| (cmd_itt(&td.bhs), td.cookie));
+    let local = td.local_data;
+    if let Err(e) = res.tx.post(res.qp, invs, regs, slot, payload, false, owner) {
+        td.stags = None;
+        td.cmd_sent = false;
+        td.send_pending = false;
+        return Err(e);
+    }
+    if inv.is_some() {
+        conn.counters.local_inv(1);
+    }
+    conn.counters
+        .command(dir == Dir::ToDevice, dir == Dir::FromDevice, u64::from(len));
+    conn.counters.tx_bytes(u64::from(imm));
+    Ok(local)
+}
+
+/// Management PDUs: login, NOP-Out, Text, TMF, Logout.
+fn xmit_mgmt(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
+    let res = conn.resources().ok_or_else(ENOTCONN)?;
+    let iscsi = task.conn();
+    let hdr_len = task.hdr_len().min(BHS_LEN);
+    let mut iser = [0u8; proto::iser_hdr::ISER_HDR_LEN];
+    proto::iser_hdr::IserHeader::control().encode(&mut iser);
+    let data_len = task.mgmt_data().len();
+    let is_login = iscsi.is_login_task(&task);
+    let bhs = task.data().ok_or(EINVAL)?.bhs;
+    let Some(mut slot) = res.tx.slots.claim() else {
+        return Err(ENOBUFS());
+    };
+    if bhs[0] & 0x3f == proto::bhs::OP_TMF_REQ {
+        conn.tmf.record(&bhs[..24], slot.index());
+    }
+    if !is_login && data_len == 0 {
+        let h = fill_hdr(&res.tx.slots, &mut slot, &iser, &bhs[..hdr_len], res.lkey);
+        return res
+            .tx
+            .post(res.qp, &[], &[], slot, SendPayload::Sges(&[h]), true, None);
+    }
+    // Login, and any management PDU with data, go through the login send
+    // buffer: header and data in one SGE (at most 8 KiB of data, the login
+    // limit; text and NOP-Out data fit it). One such PDU at a time.
+    if data_len > RX_DATA_LEN {
+        return Err(EINVAL);
+    }
+    let Some(mut ltok) = res.login_tx.claim() else {
+        return Err(ENOBUFS());
+    };
+    let data = task.mgmt_data();
+    let sge = res
+        .login_tx
+        .write(&mut ltok, HDRS + data_len, res.lkey, |buf| {
+            let (h, rest) = buf.split_at_mut(HDRS);
+            h.fill(0);
+            h[..iser.len()].copy_from_slice(&iser);
+            h[iser.len()..iser.len() + hdr_len].copy_from_slice(&bhs[..hdr_len]);
+            rest.copy_from_slice(data);
+        });
+    if is_login {
+        // Transit to full feature phase (T=1, NSG=3, RFC 7143 §11.12): post
+        // the receive ring with the final request.
+        let posted = conn.post_login_rx().and_then(|()| {
+            if bhs[1] & 0x80 != 0 && bhs[1] & 0x03 == 3 {
+                conn.post_rx_ring()
+            } else {
+                Ok(())
+            }
+        });
+        // Nothing was sent on an error: the header slot and the login
+        // buffer go back as their tokens drop (the login task is
+        // libiscsi's only one).
+        posted?;
+    }
+    let idx = slot.index();
+    conn.login_tx_posted(idx);
+    if let Err(e) = res.tx.post(
+        res.qp,
+        &[],
+        &[],
+        slot,
+        SendPayload::Sges(&[sge]),
+        true,
+        None,
+    ) {
+        conn.login_tx_done(idx);
+        return Err(e);
+    }
+    res.login_tx.posted(ltok);
+    Ok(())
+}
