@@ -18,7 +18,7 @@
 
 mod driver;
 #[path = "proto/src/core/mod.rs"]
-#[allow(dead_code, unused_imports, unreachable_pub, missing_docs)]
+#[allow(unused_imports, unreachable_pub, missing_docs)]
 mod proto;
 mod sys;
 

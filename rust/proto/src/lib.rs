@@ -2,9 +2,10 @@
 //!
 //! Everything protocol-related that can be decided from bytes alone lives
 //! here: the iSER header and Hello messages, the RDMA CM private data, the
-//! iSCSI Basic Header Segment of PDUs received from a target, login text
-//! keys, unsolicited-data segmentation and the per-task STag invalidation
-//! state machine.
+//! iSCSI Basic Header Segment of PDUs received from a target, the
+//! transport's `set_param` policy and the per-task STag invalidation state
+//! machine. Only rules the module runs live here: iscsid negotiates the
+//! login keys, libiscsi segments unsolicited data and checks ITTs.
 //!
 //! The code is `no_std`, allocation-free, free of `unsafe` and free of
 //! panics on any input. The actual implementation lives in `src/core/`; the

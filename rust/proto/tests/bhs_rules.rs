@@ -24,7 +24,7 @@ fn rfc7143_11_2_1_common_fields() {
     let b = Pdu::new(0xc0 | OP_SCSI_RSP).data(&[0, 0]).build();
     let t = parse_target_pdu(&b, &ffp()).unwrap();
     assert_eq!(t.opcode, OP_SCSI_RSP);
-    assert_eq!(t.itt, iser_proto::bhs::Itt::from_host(TASK_ITT));
+    assert_eq!(t.itt, Itt(TASK_ITT.to_ne_bytes()));
     assert_eq!(
         t.sn,
         SeqNums {
@@ -435,8 +435,8 @@ fn rfc7143_11_17_reject() {
     };
     let b = r().build();
     let t = parse_target_pdu(&b, &ffp()).unwrap();
-    assert_eq!(t.rejected_bhs(), Some(&[0x01u8; 48][..]));
-    assert!(!t.needs_task());
+    assert_eq!(t.data.get(..BHS_LEN), Some(&[0x01u8; 48][..]));
+    assert!(t.itt.is_reserved());
     for reason in [0u8, 0x0d, 0xff] {
         assert_eq!(
             parse(&r().byte(2, reason)),
@@ -448,7 +448,7 @@ fn rfc7143_11_17_reject() {
         Err(ProtoError::RejectHeaderMissing)
     );
     assert_eq!(
-        parse(&r().itt(iser_proto::bhs::Itt::from_host(1))),
+        parse(&r().itt(Itt(1u32.to_ne_bytes()))),
         Err(ProtoError::BadTag)
     );
     assert_eq!(parse(&r().flags(0)), Err(ProtoError::FinalBitClear));
@@ -460,38 +460,18 @@ fn rfc7143_11_19_nop_in() {
     // response to a NOP-Out: valid ITT, TTT reserved
     let b = Pdu::new(OP_NOOP_IN).build();
     let t = parse_target_pdu(&b, &ffp()).unwrap();
-    assert!(t.needs_task());
+    assert!(!t.itt.is_reserved());
     // response to a NOP-Out with a TTT: invalid
     assert_eq!(parse(&Pdu::new(OP_NOOP_IN).ttt(3)), Err(ProtoError::BadTag));
     // unsolicited ping (wants a NOP-Out) and unsolicited no-reply NOP-In
     for ttt in [3u32, RESERVED_TAG] {
         let b = Pdu::new(OP_NOOP_IN).itt(Itt::RESERVED).ttt(ttt).build();
         let t = parse_target_pdu(&b, &ffp()).unwrap();
-        assert!(!t.needs_task());
+        assert!(t.itt.is_reserved());
         assert_eq!(t.header, TargetHeader::NopIn(NopIn { ttt, lun: [0; 8] }));
     }
     assert_eq!(
         parse(&Pdu::new(OP_NOOP_IN).flags(0)),
         Err(ProtoError::FinalBitClear)
     );
-}
-
-/// libiscsi ITT layout (build_itt/get_itt/iscsi_verify_itt).
-#[test]
-fn libiscsi_itt_check() {
-    let itt = |v: u32| Itt::from_host(v);
-    assert_eq!(itt_check(Itt::RESERVED, 0, 128), Ok(IttRef::Reserved));
-    assert_eq!(itt_check(itt(5), 0, 128), Ok(IttRef::Task(5)));
-    assert_eq!(itt_check(itt(127), 0, 128), Ok(IttRef::Task(127)));
-    assert_eq!(itt_check(itt(128), 0, 128), Err(ProtoError::BadItt));
-    assert_eq!(itt_check(itt(3 << 28 | 9), 3, 128), Ok(IttRef::Task(9)));
-    assert_eq!(itt_check(itt(3 << 28 | 9), 2, 128), Err(ProtoError::BadItt));
-    // bits 13..27 are not part of the index
-    assert_eq!(itt_check(itt(1 << 13 | 9), 0, 128), Ok(IttRef::Task(9)));
-    assert!(itt_valid(itt(0), 0, 1));
-    assert!(!itt_valid(Itt::RESERVED, 0, 1));
-    assert!(!itt_valid(itt(0), 0, 0));
-    assert_eq!(ProtoError::BadItt.iscsi_err(), IscsiErr::BadItt);
-    // wire bytes are host-endian, exactly what the target echoes
-    assert_eq!(itt(0x0102_0304).0, 0x0102_0304u32.to_ne_bytes());
 }

@@ -15,11 +15,8 @@ use common::{valid_pdus, Pdu, Rng};
 use iser_proto::bhs::{self, parse_received_send, parse_target_pdu, RxContext, TargetHeader};
 use iser_proto::cm_private::accept_decision;
 use iser_proto::iser_hdr::*;
-use iser_proto::login_keys::{
-    check_set_param, pairs, InitiatorOffer, LoginNegotiation, TextWriter,
-};
+use iser_proto::login_keys::check_set_param;
 use iser_proto::task::TaskStags;
-use iser_proto::ProtoError;
 use std::time::Instant;
 
 const ITERS: usize = if cfg!(debug_assertions) {
@@ -222,8 +219,6 @@ fn fuzz_target_pdu() {
                     ctx.phase == bhs::Phase::Login,
                     p.opcode == bhs::OP_LOGIN_RSP
                 );
-                let _ = bhs::itt_check(p.itt, 0, 128);
-                let _ = p.rejected_bhs();
                 p.header
             })
         };
@@ -237,7 +232,6 @@ fn fuzz_target_pdu() {
             }
         } else if let Err(e) = res {
             let _ = e.iscsi_err();
-            let _ = e.description();
         }
     }
     report("bhs/target_pdu", ITERS, ok, t);
@@ -278,53 +272,27 @@ fn fuzz_scsi_response_data() {
 }
 
 #[test]
-fn fuzz_login_keys() {
+fn fuzz_set_param() {
     let t = Instant::now();
     let mut rng = Rng::new(seed() ^ 6);
-    let mut seeds = vec![
-        b"RDMAExtensions=Yes\0InitiatorRecvDataSegmentLength=262144\0TargetRecvDataSegmentLength=8192\0".to_vec(),
-        b"HeaderDigest=None\0DataDigest=None\0OFMarker=No\0IFMarker=No\0MaxOutstandingUnexpectedPDUs=0\0".to_vec(),
-        b"ImmediateData=Yes\0InitialR2T=No\0FirstBurstLength=0x10000\0MaxBurstLength=262144\0".to_vec(),
-        b"TargetAlias=x\0TargetPortalGroupTag=1\0MaxRecvDataSegmentLength=Reject\0".to_vec(),
+    let seeds = vec![
+        b"0".to_vec(),
+        b"1".to_vec(),
+        b" -0".to_vec(),
+        b"+7x".to_vec(),
+        b"9223372036854775807".to_vec(),
     ];
-    let mut buf = [0u8; 1024];
-    let n = InitiatorOffer::default().write(&mut buf).unwrap();
-    seeds.push(buf[..n].to_vec());
-    let offer = InitiatorOffer::default();
     let mut ok = 0;
-    let mut out = vec![0u8; 1024];
     for _ in 0..ITERS {
-        let b = input(&mut rng, &seeds, 160);
-        // iterator + writer round trip of whatever pairs parse
-        let mut w = TextWriter::new(&mut out);
-        let mut n_ok = 0;
-        for p in pairs(&b) {
-            match p {
-                Ok((k, v)) => {
-                    w.push(k, v).unwrap();
-                    n_ok += 1;
-                }
-                Err(e) => assert_eq!(e, ProtoError::KeySyntax),
-            }
+        let b = input(&mut rng, &seeds, 24);
+        let param = rng.below(16) as u32;
+        match check_set_param(param, &b) {
+            Ok(()) => ok += 1,
+            // only the four policed parameters are ever refused
+            Err(_) => assert!([2, 3, 12, 13].contains(&param), "param {param}"),
         }
-        let re = w.as_bytes().to_vec();
-        assert_eq!(pairs(&re).filter(|p| p.is_ok()).count(), n_ok);
-        // negotiation
-        let mut neg = LoginNegotiation::new(offer);
-        if neg.absorb(&b).is_ok() {
-            if let Ok(p) = neg.finish() {
-                ok += 1;
-                assert!(p.rdma_extensions);
-                assert!((512..1 << 24).contains(&p.initiator_recv_dsl));
-                assert!(p.initiator_recv_dsl <= offer.initiator_recv_dsl);
-                assert!(p.target_recv_dsl <= offer.target_recv_dsl);
-                assert!(p.first_burst_length <= p.max_burst_length);
-                assert_ne!(p.target_max_outstanding_unexpected_pdus, 1);
-            }
-        }
-        let _ = check_set_param(rng.below(16) as u32, &b);
     }
-    report("login_keys", ITERS, ok, t);
+    report("set_param", ITERS, ok, t);
 }
 
 #[test]
@@ -349,16 +317,12 @@ fn fuzz_task_state_machine() {
             } else {
                 *rng.pick(&stags)
             };
-            let res = match rng.below(7) {
+            let res = match rng.below(6) {
                 0 => task.advertise(),
                 1 => task.on_response(None).map(|_| ()),
                 2 => task.on_response(Some(s)).map(|_| ()),
                 3 | 4 => task.local_invalidate_posted(s),
-                5 => task.local_invalidate_completed(s),
-                _ => task.task_reassign(
-                    rng.chance(2).then_some(s),
-                    rng.chance(2).then(|| s.wrapping_add(1)),
-                ),
+                _ => task.local_invalidate_completed(s),
             };
             if res.is_err() {
                 assert_eq!(task, before, "failed events must not change state");

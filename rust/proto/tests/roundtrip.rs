@@ -6,8 +6,6 @@ use common::{Pdu, Rng};
 use iser_proto::bhs::{self, parse_target_pdu, Itt, RxContext, TargetHeader};
 use iser_proto::cm_private::{accept_decision, initiator_request};
 use iser_proto::iser_hdr::*;
-use iser_proto::login_keys::{pairs, parse_number, TextWriter};
-use iser_proto::unsolicited::plan_unsolicited;
 
 const N: usize = 20_000;
 
@@ -90,55 +88,11 @@ fn cm_private_roundtrip() {
     }
 }
 
-/// RFC 7143 §6.1: writer -> iterator returns the same pairs.
-#[test]
-fn rfc7143_6_1_text_roundtrip() {
-    let mut rng = Rng::new(3);
-    let key_chars = b"ABCXYZabcxyz0189.-+@_";
-    let mut buf = vec![0u8; 4096];
-    for _ in 0..N / 4 {
-        let n = rng.below(8);
-        let mut expect = Vec::new();
-        let mut w = TextWriter::new(&mut buf);
-        for _ in 0..n {
-            let klen = 1 + rng.below(63);
-            let mut k = vec![b'A' + (rng.byte() % 26)];
-            k.extend((1..klen).map(|_| *rng.pick(key_chars)));
-            let vlen = rng.below(40);
-            let v: Vec<u8> = (0..vlen).map(|_| 1 + rng.byte() % 255).collect();
-            if rng.chance(3) {
-                let num = rng.next_u32();
-                w.push_u32(&k, num).unwrap();
-                expect.push((k, num.to_string().into_bytes()));
-            } else {
-                w.push(&k, &v).unwrap();
-                expect.push((k, v));
-            }
-        }
-        let text = w.as_bytes().to_vec();
-        let got: Vec<(Vec<u8>, Vec<u8>)> = pairs(&text)
-            .map(|p| {
-                let (k, v) = p.unwrap();
-                (k.to_vec(), v.to_vec())
-            })
-            .collect();
-        assert_eq!(got, expect);
-        for (_, v) in &expect {
-            if let Ok(s) = std::str::from_utf8(v) {
-                if let Ok(n) = s.parse::<u32>() {
-                    assert_eq!(parse_number(v), Some(n));
-                }
-            }
-        }
-    }
-}
-
-/// RFC 7143 §11: every builder-encoded target PDU parses back to its fields.
 #[test]
 fn rfc7143_11_target_pdu_roundtrip() {
     let mut rng = Rng::new(4);
     for _ in 0..N {
-        let itt = Itt::from_host(rng.next_u32() & 0x0fff_1fff);
+        let itt = Itt((rng.next_u32() & 0x0fff_1fff).to_ne_bytes());
         let stat_sn = rng.next_u32();
         let dlen = rng.below(300);
         let data = rng.bytes(dlen);
@@ -172,56 +126,6 @@ fn rfc7143_11_target_pdu_roundtrip() {
         if let TargetHeader::ScsiResponse(_) = t.header {
             let v = bhs::parse_scsi_response_data(t.data).unwrap();
             assert_eq!(v.sense.len() + v.response_data.len() + 2, t.data.len());
-        }
-    }
-}
-
-/// iSER §6.4/§7.3.1, RFC 7143 §13.14 segmentation invariants.
-#[test]
-fn iser_7_3_1_segmentation_properties() {
-    let mut rng = Rng::new(5);
-    for _ in 0..N {
-        let fb = 512 + rng.below((1 << 24) - 512) as u32;
-        let seg = 512 + (rng.next_u32() % (fb.min(1 << 20)));
-        let seg = seg.min((1 << 24) - 1);
-        let transfer = if rng.chance(2) {
-            rng.next_u32()
-        } else {
-            rng.next_u32() % (2 * fb)
-        };
-        let (imm, r2t) = (rng.chance(2), rng.chance(2));
-        let p = plan_unsolicited(transfer, imm, r2t, fb, seg).unwrap();
-        assert!(p.unsolicited_len <= fb && p.unsolicited_len <= transfer);
-        assert!(p.immediate_len <= seg && p.immediate_len <= p.unsolicited_len);
-        assert_eq!(p.unsolicited_len + p.solicited_len, transfer);
-        if !imm {
-            assert_eq!(p.immediate_len, 0);
-        }
-        if r2t {
-            assert_eq!(p.unsolicited_len, p.immediate_len);
-        }
-        if p.data_out_count() > 512 {
-            continue;
-        }
-        let mut next = p.immediate_len;
-        let segs: Vec<_> = p.data_out_segments().collect();
-        assert_eq!(segs.len() as u32, p.data_out_count());
-        for (i, s) in segs.iter().enumerate() {
-            assert_eq!(s.offset, next);
-            assert_eq!(s.data_sn, i as u32);
-            let last = i + 1 == segs.len();
-            assert_eq!(s.final_pdu, last);
-            if last {
-                assert!(s.len <= seg && s.len > 0);
-            } else {
-                assert_eq!(s.len, seg);
-            }
-            next += s.len;
-        }
-        assert_eq!(next, p.unsolicited_len);
-        // immediate data is exactly TRDSL whenever more unsolicited follows
-        if !segs.is_empty() && p.immediate_len > 0 {
-            assert_eq!(p.immediate_len, seg);
         }
     }
 }

@@ -5,6 +5,7 @@ mod config;
 mod scsi;
 mod sys;
 mod target;
+mod text;
 mod verbs;
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -5,10 +5,10 @@
 use crate::config::{Config, DataAck, Mode, PrivateData, StealHow};
 use crate::scsi::{self, Action};
 use crate::sys::{ibv_wc_status, rdma_cm_event_type as Ev};
+use crate::text::{pairs, parse_number, TextWriter};
 use crate::verbs::{CmEvent, DmaBuf, Endpoint, IdKey, Local, Mr, Wc};
 use iser_proto::cm_private::{ISER_SEND_W_INV_NOT_SUP, ISER_ZBVA_NOT_SUP};
-use iser_proto::iser_hdr::{IserHeader, StagVa, ISER_HDR_LEN, ISER_RSV, ISER_VER, ISER_WSV};
-use iser_proto::login_keys::{pairs, parse_number, TextWriter};
+use iser_proto::iser_hdr::{Hello, IserHeader, StagVa, ISER_HDR_LEN, ISER_RSV, ISER_VER, ISER_WSV};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -1425,8 +1425,16 @@ impl Peer {
                 sense[..20].copy_from_slice(&scsi::sense_segment(scsi::ILLEGAL_REQUEST, 0x24, 0));
             }
             Some(Mode::Hello) => {
-                // iSER Hello (iSER §9.3): opcode 0x2, max/min version 1, IRD 16.
-                let hello = [0x20u8, 0, 0x11, 0, 0, 16, 0, 0];
+                // An iSER Hello (iSER §9.3: max/min version 1, IRD 16),
+                // which only an initiator sends, encoded by the protocol
+                // core as the module's own messages are.
+                let mut hello = [0u8; ISER_HDR_LEN];
+                Hello {
+                    max_ver: 1,
+                    min_ver: 1,
+                    ird: 16,
+                }
+                .encode(&mut hello);
                 self.send_raw(c, &hello, None)?;
             }
             Some(Mode::Rnr) => {

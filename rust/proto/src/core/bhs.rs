@@ -92,8 +92,8 @@ pub const fn classify_opcode(opcode: u8) -> ProtoResult<PduClass> {
 ///
 /// The ITT is opaque to the target (RFC 7143 §11.2.1.8) and Linux libiscsi
 /// stores it as a host-endian `itt_t` (`build_itt()` does no byte swap), so
-/// the wire bytes are kept raw: [`Itt::host`] gives the value libiscsi
-/// compares, [`Itt::is_reserved`] is endian-independent.
+/// the wire bytes are kept raw (libiscsi's `iscsi_itt_to_ctask` checks
+/// them); [`Itt::is_reserved`] is endian-independent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Itt(pub [u8; 4]);
 
@@ -105,54 +105,6 @@ impl Itt {
     pub fn is_reserved(self) -> bool {
         self == Self::RESERVED
     }
-
-    /// The value as libiscsi sees it (host-endian `itt_t`).
-    pub const fn host(self) -> u32 {
-        u32::from_ne_bytes(self.0)
-    }
-
-    /// Builds the wire form of a libiscsi (host-endian) ITT.
-    pub const fn from_host(v: u32) -> Self {
-        Itt(v.to_ne_bytes())
-    }
-}
-
-/// `ISCSI_ITT_MASK` (`include/scsi/libiscsi.h`): task index bits of an ITT.
-pub const ISCSI_ITT_MASK: u32 = 0x1fff;
-/// `ISCSI_AGE_SHIFT`: session age position in an ITT.
-pub const ISCSI_AGE_SHIFT: u32 = 28;
-/// `ISCSI_AGE_MASK`: session age width.
-pub const ISCSI_AGE_MASK: u32 = 0xf;
-
-/// What a valid ITT names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IttRef {
-    /// The reserved ITT 0xffffffff: no task (unsolicited PDU).
-    Reserved,
-    /// Task index into the session's command array.
-    Task(u32),
-}
-
-/// Validates an ITT against the libiscsi layout `index | age << 28`
-/// (`build_itt()`/`get_itt()`, `iscsi_verify_itt()`): the age must be the
-/// session age and `index = itt & ISCSI_ITT_MASK` below `cmds_max`.
-/// 0xffffffff is the reserved tag (RFC 7143 §11.2.1.8).
-pub fn itt_check(itt: Itt, session_age: u32, cmds_max: u32) -> ProtoResult<IttRef> {
-    if itt.is_reserved() {
-        return Ok(IttRef::Reserved);
-    }
-    let v = itt.host();
-    let age = (v >> ISCSI_AGE_SHIFT) & ISCSI_AGE_MASK;
-    let idx = v & ISCSI_ITT_MASK;
-    if age != (session_age & ISCSI_AGE_MASK) || idx >= cmds_max {
-        return Err(ProtoError::BadItt);
-    }
-    Ok(IttRef::Task(idx))
-}
-
-/// `true` iff [`itt_check`] names a task (reserved ITT is not a task).
-pub fn itt_valid(itt: Itt, session_age: u32, cmds_max: u32) -> bool {
-    matches!(itt_check(itt, session_age, cmds_max), Ok(IttRef::Task(_)))
 }
 
 /// Connection phase, which decides which PDUs may arrive.
@@ -396,23 +348,6 @@ pub struct TargetPdu<'a> {
     pub ahs: &'a [u8],
     /// Data segment (DataSegmentLength bytes, padding excluded).
     pub data: &'a [u8],
-}
-
-impl<'a> TargetPdu<'a> {
-    /// `true` if the ITT must name an outstanding task of this session
-    /// (everything but Async Message, Reject and unsolicited NOP-In); check
-    /// it with [`itt_check`].
-    pub fn needs_task(&self) -> bool {
-        !self.itt.is_reserved()
-    }
-
-    /// The rejected PDU's BHS carried by a Reject (RFC 7143 §11.17.3).
-    pub fn rejected_bhs(&self) -> Option<&'a [u8]> {
-        match self.header {
-            TargetHeader::Reject(_) => self.data.get(..BHS_LEN),
-            _ => None,
-        }
-    }
 }
 
 /// DataSegmentLength from a BHS (bytes 5..8).

@@ -18,8 +18,7 @@
 //! * [`iser_hdr`]: the 28-byte iSER header, Hello/HelloReply;
 //! * [`cm_private`]: the 4-byte RDMA CM private data (`iser_cm_hdr`);
 //! * [`bhs`]: parsing/validation of PDUs a target sends ([`bhs::TargetPdu`]);
-//! * [`login_keys`]: login text keys and the iSER key rules;
-//! * [`unsolicited`]: immediate / unsolicited Data-Out segmentation;
+//! * [`login_keys`]: the transport's `set_param` policy (digests, markers);
 //! * [`task`]: the per-command STag invalidation state machine.
 
 pub mod bhs;
@@ -28,7 +27,6 @@ pub mod error;
 pub mod iser_hdr;
 pub mod login_keys;
 pub mod task;
-pub mod unsolicited;
 mod wire;
 
 pub use self::error::{IscsiErr, ProtoError, ProtoResult};

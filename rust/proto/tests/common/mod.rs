@@ -138,7 +138,7 @@ impl Pdu {
         let mut bhs = [0u8; 48];
         bhs[0] = opcode;
         bhs[1] = 0x80;
-        bhs[16..20].copy_from_slice(&Itt::from_host(TASK_ITT).0);
+        bhs[16..20].copy_from_slice(&TASK_ITT.to_ne_bytes());
         bhs[20..24].copy_from_slice(&[0xff; 4]);
         bhs[24..28].copy_from_slice(&7u32.to_be_bytes());
         bhs[28..32].copy_from_slice(&8u32.to_be_bytes());
