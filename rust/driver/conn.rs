@@ -43,7 +43,7 @@ use crate::sys::cm::{CmEvent, CmEventKind, CmHandler, CmId, CmIdRef};
 use crate::sys::errno::{ECONNREFUSED, EHOSTUNREACH, ENOTCONN, ETIMEDOUT};
 use crate::sys::iscsi::{Conn, ConnSlot, IscsiErr, SockAddr};
 use crate::sys::rcu::{RcuGuard, RcuSlot};
-use crate::sys::verbs::WithCqe;
+use crate::sys::verbs::{Wc, WithCqe};
 use crate::sys::work::{impl_has_delayed_work, DelayedWork};
 use core::pin::Pin;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -290,6 +290,22 @@ impl IserConn {
     pub(crate) fn fail_in_xmit<D>(&self, task: &crate::sys::iscsi::Task<'_, D>, err: IscsiErr) {
         self.failed.store(true, Ordering::Release);
         task.fail_conn_in_xmit(err);
+    }
+
+    /// A completion handler's first step (softirq): true if the WR did not
+    /// succeed. A flushed WR means the connection is going away; any other
+    /// status is counted (`err_completion`), logged naming `what` failed,
+    /// and fails the connection.
+    pub(crate) fn wc_failed(&self, wc: &Wc<'_>, what: &str) -> bool {
+        if wc.ok() {
+            return false;
+        }
+        if !wc.flushed() {
+            self.counters.wc_error();
+            pr_warn!("{} failed, status {}\n", what, wc.status());
+            self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
+        }
+        true
     }
 
     pub(crate) fn proto_error(&self, e: proto::ProtoError) {

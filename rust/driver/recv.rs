@@ -26,12 +26,7 @@ impl CqeHandler for RxDesc {
 /// The receive path (softirq): validates the PDU, applies the login,
 /// STag and TMF rules, and hands it to libiscsi (or holds it).
 fn rx_done(conn: &IserConn, desc: &WithCqe<RxDesc>, wc: &Wc<'_>) {
-    if !wc.ok() {
-        if !wc.flushed() {
-            conn.counters.wc_error();
-            pr_warn!("receive failed, status {}\n", wc.status());
-            conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
-        }
+    if conn.wc_failed(wc, "receive") {
         return;
     }
     // After a reported failure nothing received is delivered (nor its

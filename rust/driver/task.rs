@@ -84,14 +84,9 @@ impl IserTask {
 impl CqeHandler for InvDesc {
     type Ctx = IserConn;
     fn done(this: &WithCqe<Self>, conn: &IserConn, wc: &Wc<'_>) {
-        if !wc.ok() {
-            // Flushed (the unsignaled first WR of a pair too): the
-            // connection is going away; teardown frees the descriptor.
-            if !wc.flushed() {
-                conn.counters.wc_error();
-                pr_warn!("local invalidate failed, status {}\n", wc.status());
-                conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
-            }
+        // Flushed (the unsignaled first WR of a pair too): the connection
+        // is going away; teardown frees the descriptor.
+        if conn.wc_failed(wc, "local invalidate") {
             return;
         }
         let itt = this.itt.load(Ordering::Acquire);
@@ -107,18 +102,10 @@ impl CqeHandler for InvDesc {
 impl CqeHandler for TmfInvDesc {
     type Ctx = IserConn;
     fn done(_this: &WithCqe<Self>, conn: &IserConn, wc: &Wc<'_>) {
-        if !wc.ok() {
-            // Flushed: the connection is going away and the response is
-            // never delivered; recovery fails the commands once the QP is
-            // drained (and no other QP shares the PD of their MRs).
-            if !wc.flushed() {
-                conn.counters.wc_error();
-                pr_warn!(
-                    "local invalidate after TMF failed, status {}\n",
-                    wc.status()
-                );
-                conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
-            }
+        // Flushed: the connection is going away and the response is never
+        // delivered; recovery fails the commands once the QP is drained
+        // (and no other QP shares the PD of their MRs).
+        if conn.wc_failed(wc, "local invalidate after TMF") {
             return;
         }
         if conn.tmf.update(|r| r.invalidations_completed()) {

@@ -30,15 +30,10 @@ use kernel::prelude::*;
 impl CqeHandler for TxDesc {
     type Ctx = IserConn;
     fn done(this: &WithCqe<Self>, conn: &IserConn, wc: &Wc<'_>) {
-        if !wc.ok() {
-            // A flushed WR (unsignaled ones too, and the REG_MR/LOCAL_INV
-            // of a chain, which share this handle) releases nothing: the
-            // connection is going away and teardown frees every slot.
-            if !wc.flushed() {
-                conn.counters.wc_error();
-                pr_warn!("send failed, status {}\n", wc.status());
-                conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
-            }
+        // A flushed WR (unsignaled ones too, and the REG_MR/LOCAL_INV of a
+        // chain, which share this handle) releases nothing: the connection
+        // is going away and teardown frees every slot.
+        if conn.wc_failed(wc, "send") {
             return;
         }
         // Only a signaled Send completes successfully here. Everything the

@@ -125,8 +125,10 @@ mod tests {
     fn pairs_and_writer_round_trip() {
         let mut out = [0u8; 64];
         let mut w = TextWriter::new(&mut out);
-        w.push(b"MaxBurstLength", b"262144").unwrap();
-        w.push(b"HeaderDigest", b"None").unwrap();
+        w.push(b"MaxBurstLength", b"262144")
+            .expect("a valid key that fits the buffer");
+        w.push(b"HeaderDigest", b"None")
+            .expect("a valid key that fits the buffer");
         assert_eq!(w.push(b"bad", b"x"), Err(TextError::Syntax));
         let n = w.len();
         let text = &out[..n];
