@@ -49,6 +49,15 @@ module_param_named(signal_every, iser_rs_signal_every, uint, 0644);
 MODULE_PARM_DESC(signal_every, "Request a completion for one Send in this many, 1..16 (default: 16; ib_iser: 1)");
 
 /*
+ * iSER Hello (iSER §5.1.3, §9.3-9.4): off by default, since LIO and tgt
+ * do not answer it (Linux peers exchange the CM private data instead).
+ * Read when a connection is established.
+ */
+bool iser_rs_hello;
+module_param_named(hello, iser_rs_hello, bool, 0644);
+MODULE_PARM_DESC(hello, "Send an iSER Hello when connected and check the target's HelloReply before login (default: N; LIO and tgt do not answer it)");
+
+/*
  * Fault injection for the guest suite (case 049): each send_pdu call (a
  * Login or Text request from iscsid/iscsiadm) sleeps this long after the
  * request was posted and before the call returns, so the response arrives

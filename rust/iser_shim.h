@@ -17,6 +17,7 @@ extern unsigned int iser_rs_max_lun;
 extern int iser_rs_debug_level;
 extern bool iser_rs_inline_sends;
 extern unsigned int iser_rs_signal_every;
+extern bool iser_rs_hello;
 extern unsigned int iser_rs_inject_send_pdu_delay_ms;
 
 /* True when some module already registered an iSCSI transport "name". */

@@ -40,10 +40,10 @@ use super::resources::{Resources, RxDesc, TmfInFlight};
 use crate::proto;
 use crate::sys::bhlock::BhSpinLock;
 use crate::sys::cm::{CmEvent, CmEventKind, CmHandler, CmId, CmIdRef};
-use crate::sys::errno::{ECONNREFUSED, EHOSTUNREACH, ENOTCONN, ETIMEDOUT};
+use crate::sys::errno::{ECONNREFUSED, EHOSTUNREACH, ENOBUFS, ENOTCONN, EPROTO, ETIMEDOUT};
 use crate::sys::iscsi::{Conn, ConnSlot, IscsiErr, SockAddr};
 use crate::sys::rcu::{RcuGuard, RcuSlot};
-use crate::sys::verbs::{Wc, WithCqe};
+use crate::sys::verbs::{SendPayload, Wc, WithCqe};
 use crate::sys::work::{impl_has_delayed_work, DelayedWork};
 use core::pin::Pin;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -140,6 +140,15 @@ pub(crate) struct IserConn {
     /// the end of a logout (or of a discovery session), not a lost link,
     /// and is logged as such.
     logged_out: AtomicBool,
+    /// The iSER Hello exchange (module parameter `hello`): `HELLO_SENT`
+    /// plus the iSER-IRD the Hello declared while its HelloReply is
+    /// awaited; 0 when none is. Set by the ESTABLISHED handler, taken by
+    /// the receive path (softirq) when the reply arrives.
+    hello_sent: AtomicU32,
+    /// The HelloReply's verdict, for `login_rsp_work` to act on in process
+    /// context: 0 none, `HELLO_ACCEPTED`, or the negative errno `ep_poll`
+    /// reports.
+    hello_verdict: AtomicI32,
     /// The send slot whose Send uses the login buffer (u32::MAX: none).
     login_tx_user: AtomicU32,
     /// Source of command cookies (see `IserTask::cookie`); 0 is never used.
@@ -178,6 +187,8 @@ impl IserConn {
                 flushed: AtomicBool::new(false),
                 failed: AtomicBool::new(false),
                 logged_out: AtomicBool::new(false),
+                hello_sent: AtomicU32::new(0),
+                hello_verdict: AtomicI32::new(0),
                 login_tx_user: AtomicU32::new(u32::MAX),
                 cookies: AtomicU64::new(0),
                 tmf: TmfInFlight::new(),
@@ -231,6 +242,136 @@ impl IserConn {
 
     fn fail(&self, err: Error) {
         self.set_state(State::Failed, Some(err));
+    }
+
+    /// The connection is ready for login: Up, unless it failed or went
+    /// down meanwhile (a DISCONNECTED while the Hello was out). Process
+    /// context (the ESTABLISHED handler, or `login_rsp_work` after the
+    /// HelloReply).
+    fn connected(&self) {
+        let guard = self.state_lock.lock();
+        if self.state() != State::Connecting {
+            return;
+        }
+        self.state.store(State::Up as u8, Ordering::Release);
+        drop(guard);
+        self.state_changed.notify_all();
+        super::counters::connect_established();
+        pr_info!(
+            "connected (target invalidates STags: {})\n",
+            if self.remote_inv.load(Ordering::Acquire) {
+                "yes"
+            } else {
+                "no, locally"
+            }
+        );
+    }
+
+    /// ESTABLISHED with the `hello` parameter on: posts the login receive
+    /// buffer for the HelloReply, then sends the Hello (iSER §5.1.3: the
+    /// initiator's first iSER message, before the Login Request) from the
+    /// login send buffer, declaring the IRD the connection was set up
+    /// with (the `responder_resources` of `setup`'s connect). Returns that
+    /// IRD. Process context (CM handler); nothing else sends yet.
+    fn send_hello(&self) -> Result<u16> {
+        use proto::iser_hdr::{Hello, ISER_HDR_LEN, ISER_PROTOCOL_VERSION};
+        let res = self.res.get().ok_or_else(ENOTCONN)?;
+        let hello = Hello {
+            max_ver: ISER_PROTOCOL_VERSION,
+            min_ver: ISER_PROTOCOL_VERSION,
+            ird: u16::from(res.dev.max_qp_rd_atom()),
+        };
+        let mut msg = [0u8; ISER_HDR_LEN];
+        hello.encode(&mut msg);
+        // Tokens dropped on the error paths release their slots.
+        let slot = res.tx.slots.claim().ok_or_else(ENOBUFS)?;
+        let mut ltok = res.login_tx.claim().ok_or_else(ENOBUFS)?;
+        let sge = res.login_tx.write(&mut ltok, msg.len(), res.lkey, |buf| {
+            buf.copy_from_slice(&msg)
+        });
+        self.hello_sent
+            .store(HELLO_SENT | u32::from(hello.ird), Ordering::Release);
+        res.qp
+            .post_recv(res.login_rx.cqe(), &res.login_rx.buf, res.lkey)?;
+        let idx = slot.index();
+        self.login_tx_posted(idx);
+        if let Err(e) = res.tx.post(
+            res.qp,
+            &[],
+            &[],
+            slot,
+            SendPayload::Sges(&[sge]),
+            true,
+            None,
+        ) {
+            self.login_tx_done(idx);
+            return Err(e);
+        }
+        res.login_tx.posted(ltok);
+        Ok(hello.ird)
+    }
+
+    /// Whether the login buffer's next receive is the awaited HelloReply.
+    pub(crate) fn awaiting_hello_reply(&self) -> bool {
+        self.hello_sent.load(Ordering::Acquire) != 0
+    }
+
+    /// The HelloReply arrived in the login buffer (receive path, softirq).
+    /// The protocol core checks it against our Hello (iSER §5.1.3, §9.4):
+    /// R bit, CurVer within our version range, iSER-ORD not 0 and not
+    /// above our iSER-IRD. We keep the IRD we declared (the draft lets the
+    /// initiator lower it to the target's ORD; an unused responder
+    /// resource costs nothing). `login_rsp_work` acts on the verdict.
+    pub(crate) fn on_hello_reply(&self, msg: &[u8]) {
+        use proto::iser_hdr::{negotiate_hello_reply, Hello, HelloReply, ISER_PROTOCOL_VERSION};
+        let sent = self.hello_sent.swap(0, Ordering::AcqRel);
+        if sent == 0 {
+            return;
+        }
+        self.login_tx_answered();
+        let hello = Hello {
+            max_ver: ISER_PROTOCOL_VERSION,
+            min_ver: ISER_PROTOCOL_VERSION,
+            ird: (sent & 0xffff) as u16,
+        };
+        let verdict =
+            match HelloReply::decode(msg).and_then(|reply| negotiate_hello_reply(&hello, &reply)) {
+                Ok(outcome) => {
+                    pr_info!(
+                    "iSER HelloReply accepted: version {}, target iSER-ORD {} (our iSER-IRD {})\n",
+                    outcome.version,
+                    outcome.ird,
+                    hello.ird
+                );
+                    HELLO_ACCEPTED
+                }
+                Err(e) => {
+                    self.counters.proto_error();
+                    pr_warn!("iSER HelloReply refused: {:?}\n", e);
+                    if e == proto::ProtoError::HelloRejected {
+                        ECONNREFUSED().to_errno()
+                    } else {
+                        EPROTO().to_errno()
+                    }
+                }
+            };
+        self.hello_verdict.store(verdict, Ordering::Release);
+        self.login_rsp_work.schedule(0);
+    }
+
+    /// Acts on the HelloReply's verdict (`login_rsp_work`, process
+    /// context): the connection is up, or it failed with the errno
+    /// `ep_poll` reports to iscsid (which then disconnects it).
+    pub(crate) fn finish_hello(&self) {
+        match self.hello_verdict.swap(0, Ordering::AcqRel) {
+            0 => {}
+            HELLO_ACCEPTED => self.connected(),
+            errno => {
+                if self.state() == State::Connecting {
+                    self.fail(Error::from_errno(errno));
+                }
+            }
+        }
     }
 
     /// The RDMA resources, while published: an RCU read-side section for
@@ -716,6 +857,11 @@ impl IserConn {
     }
 }
 
+/// `hello_sent`: a Hello is out and its HelloReply awaited.
+const HELLO_SENT: u32 = 1 << 31;
+/// `hello_verdict`: the HelloReply was accepted.
+const HELLO_ACCEPTED: i32 = 1;
+
 /// `login_rsp_held`: a response is held.
 const HELD_RSP: u64 = 1 << 63;
 /// `login_rsp_held`: it is in the login buffer (else in ring entry `index`).
@@ -757,16 +903,23 @@ impl CmHandler for IserConn {
                 let terms = proto::cm_private::accept_decision(true, ev.private_data);
                 self.remote_inv
                     .store(terms.remote_invalidate, Ordering::Release);
-                self.set_state(State::Up, None);
-                super::counters::connect_established();
-                pr_info!(
-                    "connected (target invalidates STags: {})\n",
-                    if terms.remote_invalidate {
-                        "yes"
-                    } else {
-                        "no, locally"
+                if !crate::sys::params::param_hello() {
+                    self.connected();
+                } else {
+                    // Up once the HelloReply is accepted (`finish_hello`);
+                    // a target that never answers (LIO, tgt) leaves the
+                    // connection to iscsid's login timeout.
+                    match self.send_hello() {
+                        Ok(ird) => pr_info!(
+                            "RDMA connected; iSER Hello sent (version 1, iSER-IRD {}), awaiting the HelloReply\n",
+                            ird
+                        ),
+                        Err(e) => {
+                            pr_err!("sending the iSER Hello failed: {:?}\n", e);
+                            self.fail(e);
+                        }
                     }
-                );
+                }
             }
             CmEventKind::AddrError | CmEventKind::RouteError | CmEventKind::Unreachable => {
                 pr_info!("target unreachable ({:?}, status {})\n", ev.kind, ev.status);

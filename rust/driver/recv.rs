@@ -35,6 +35,11 @@ fn rx_done(conn: &IserConn, desc: &WithCqe<RxDesc>, wc: &Wc<'_>) {
         conn.counters.rx_dropped();
         return;
     }
+    // With the `hello` parameter on, the login buffer is posted for the
+    // HelloReply before any login request.
+    if desc.login && conn.awaiting_hello_reply() {
+        return conn.on_hello_reply(desc.buf.for_cpu(wc.byte_len() as usize));
+    }
     if !desc.login {
         conn.counters.rx_completed();
     }
@@ -116,11 +121,13 @@ fn rx_context(login_phase: bool) -> proto::bhs::RxContext {
 }
 
 impl DelayedWorkHandler for IserConn {
-    /// `login_rsp_work`: closes the login window and delivers the held
-    /// Login or Text Response, as the receive path would have (BH off, as
+    /// `login_rsp_work`: acts on a HelloReply's verdict; closes the login
+    /// window and delivers the held Login or Text Response, as the receive path would have (BH off, as
     /// libiscsi's receive entry point expects; inside the RCU section
     /// that implies for the resources).
     fn run(this: &IserConn) {
+        // Scheduled by the receive path for a HelloReply, too.
+        this.finish_hello();
         let Some(held) = this.take_held_login_rsp() else {
             return;
         };

@@ -36,6 +36,14 @@ pub(crate) fn param_signal_every() -> u32 {
     unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_signal_every)) }
 }
 
+/// The `hello` module parameter (C part; 0644, read once per connection,
+/// when it is established).
+pub(crate) fn param_hello() -> bool {
+    // SAFETY: a bool module parameter; a concurrent sysfs write stores a
+    // whole byte, and either value is acceptable here.
+    unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_hello)) }
+}
+
 /// The `inject_send_pdu_delay_ms` fault-injection parameter (0644; 0: off).
 pub(crate) fn param_inject_send_pdu_delay_ms() -> u32 {
     // SAFETY: an aligned u32 module parameter; a concurrent sysfs write

@@ -87,7 +87,8 @@ fn fuzz_iser_header() {
         } else {
             assert!(IserHeader::decode_from_target(&b).is_err());
         }
-        let _ = IserMessage::decode(&b);
+        let _ = Hello::decode(&b);
+        let _ = HelloReply::decode(&b);
     }
     report("iser_header", ITERS, ok, t);
 }

@@ -69,6 +69,22 @@ pub enum DataAck {
     Always,
 }
 
+/// How the peer answers an iSER Hello (`--hello-reply`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HelloAnswer {
+    /// As a compliant target (iSER §5.1.3): the highest common version,
+    /// iSER-ORD = min(our ORD, the initiator's iSER-IRD).
+    Ok,
+    /// CurVer and MaxVer 2: a version the initiator did not offer.
+    BadVersion,
+    /// iSER-ORD 0 although the initiator declared an IRD.
+    OrdZero,
+    /// The R (reject) bit.
+    Reject,
+    /// No HelloReply at all (as LIO and tgt, which log and drop a Hello).
+    Ignore,
+}
+
 /// What `--steal-stags` does with another target's STag (`--steal-how`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StealHow {
@@ -118,6 +134,7 @@ pub struct Config {
     pub erl: u8,
     pub trdsl: u32,
     pub stats: Option<PathBuf>,
+    pub hello_reply: HelloAnswer,
 }
 
 pub const USAGE: &str = "usage: iser-peer [options] ADDRESS [PORT]
@@ -170,6 +187,10 @@ pub const USAGE: &str = "usage: iser-peer [options] ADDRESS [PORT]
                          negotiation; counted as login_stays)
   --erl N                highest ErrorRecoveryLevel accepted (default 0)
   --trdsl N              TargetRecvDataSegmentLength (default 8192)
+  --hello-reply HOW      answer an iSER Hello (the initiator's first message,
+                         counted as hellos / hello_replies): ok (default:
+                         as iSER §5.1.3 says), bad-version (CurVer 2),
+                         ord0 (iSER-ORD 0), reject (R bit), ignore (none)
   --stats FILE           counters (key=value), rewritten while running and at exit
 signals: SIGUSR1 arms the mode at once (with --steal-stags: uses the STag);
   SIGUSR2 RDMA-Writes 512 bytes through the Read STag of every stalled READ
@@ -210,6 +231,7 @@ impl Config {
             erl: 0,
             trdsl: 8192,
             stats: None,
+            hello_reply: HelloAnswer::Ok,
         };
         while let Some(a) = args.next() {
             match a.as_str() {
@@ -261,6 +283,21 @@ impl Config {
                         Some("read") => Some(true),
                         Some("write") => Some(false),
                         _ => return Err("--on takes read or write".into()),
+                    }
+                }
+                "--hello-reply" => {
+                    c.hello_reply = match args.next().as_deref() {
+                        Some("ok") => HelloAnswer::Ok,
+                        Some("bad-version") => HelloAnswer::BadVersion,
+                        Some("ord0") => HelloAnswer::OrdZero,
+                        Some("reject") => HelloAnswer::Reject,
+                        Some("ignore") => HelloAnswer::Ignore,
+                        _ => {
+                            return Err(
+                                "--hello-reply takes ok, bad-version, ord0, reject or ignore"
+                                    .into(),
+                            )
+                        }
                     }
                 }
                 "--login-stay" => c.login_stay = num(args.next(), &a)?,
@@ -346,6 +383,9 @@ mod tests {
     fn burst() {
         let c = p("192.0.2.1").expect("defaults parse");
         assert_eq!(c.burst, 1);
+        let c = p("--hello-reply ord0 192.0.2.1").expect("--hello-reply ord0 parses");
+        assert_eq!(c.hello_reply, HelloAnswer::OrdZero);
+        assert!(p("--hello-reply maybe 192.0.2.1").is_err());
         let c = p("--mode stall --every 100 --burst 32 192.0.2.1").expect("--burst N parses");
         assert_eq!((c.every, c.burst), (100, 32));
         assert!(p("--burst 0 192.0.2.1").is_err());

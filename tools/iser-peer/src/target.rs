@@ -2,13 +2,16 @@
 //! data movement, and the probing and hostile behaviours. Safe Rust over
 //! [`crate::verbs`].
 
-use crate::config::{Config, DataAck, Mode, PrivateData, StealHow};
+use crate::config::{Config, DataAck, HelloAnswer, Mode, PrivateData, StealHow};
 use crate::scsi::{self, Action};
 use crate::sys::{ibv_wc_status, rdma_cm_event_type as Ev};
 use crate::text::{pairs, parse_number, TextWriter};
 use crate::verbs::{CmEvent, DmaBuf, Endpoint, IdKey, Local, Mr, Wc};
 use iser_proto::cm_private::{ISER_SEND_W_INV_NOT_SUP, ISER_ZBVA_NOT_SUP};
-use iser_proto::iser_hdr::{Hello, IserHeader, StagVa, ISER_HDR_LEN, ISER_RSV, ISER_VER, ISER_WSV};
+use iser_proto::iser_hdr::{
+    Hello, HelloReply, IserHeader, StagVa, ISER_HDR_LEN, ISER_HELLO, ISER_OPCODE_MASK,
+    ISER_PROTOCOL_VERSION, ISER_RSV, ISER_VER, ISER_WSV,
+};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -83,6 +86,8 @@ pub struct Counters {
     pub protocol_errors: u64,
     pub disconnects_by_peer: u64,
     pub disconnects_by_initiator: u64,
+    pub hellos: u64,
+    pub hello_replies: u64,
 }
 
 impl Counters {
@@ -221,6 +226,10 @@ pub struct Conn {
     data_cmds: u64,
     /// Requests to go to full feature phase answered with T=0.
     login_stays: u32,
+    /// Sends received on this connection (an iSER Hello must be the first).
+    sends_received: u64,
+    /// Our ORD (the RDMA Reads we may have outstanding), for the HelloReply.
+    ord: u8,
     name: String,
 }
 
@@ -433,6 +442,10 @@ impl Peer {
             pd,
             remote_inv
         ));
+        // Our RDMA Reads (Data-Out, data-ack, probes) need an ORD of at
+        // least 1; the initiator's Reads of us: none expected.
+        let ord = ev.responder_resources.clamp(1, 16);
+        let ird = ev.initiator_depth.min(16);
         let c = Conn {
             recv,
             send,
@@ -458,6 +471,8 @@ impl Peer {
             probe_armed_after: None,
             data_cmds: 0,
             login_stays: 0,
+            sends_received: 0,
+            ord,
             name,
         };
         let slot = self.recv_slot();
@@ -471,10 +486,6 @@ impl Peer {
                 },
             )?;
         }
-        // Our RDMA Reads (Data-Out, data-ack, probes) need an ORD of at
-        // least 1; the initiator's Reads of us: none expected.
-        let ord = ev.responder_resources.clamp(1, 16);
-        let ird = ev.initiator_depth.min(16);
         let rnr = if self.cfg.mode == Mode::Rnr { 1 } else { 7 };
         c.ep.accept(pd.as_ref().map(|p| &p[..]), ird, ord, rnr)?;
         self.conns.insert(c.ep.key(), c);
@@ -705,6 +716,13 @@ impl Peer {
         if c.closing {
             return Ok(());
         }
+        c.sends_received += 1;
+        if msg
+            .first()
+            .is_some_and(|f| f & ISER_OPCODE_MASK == ISER_HELLO)
+        {
+            return self.hello(c, msg);
+        }
         if msg.len() < HDRS {
             self.c.protocol_errors += 1;
             return Err(format!("short Send of {} bytes", msg.len()));
@@ -762,6 +780,48 @@ impl Peer {
                 Err(format!("unexpected opcode {op:#x}"))
             }
         }
+    }
+
+    /// An iSER Hello (iSER §5.1.3, §9.3): only as the initiator's first
+    /// message; answered as `--hello-reply` says, encoded by the protocol
+    /// core that the module decodes it with.
+    fn hello(&mut self, c: &mut Conn, msg: &[u8]) -> Result<(), String> {
+        if c.sends_received != 1 {
+            self.c.protocol_errors += 1;
+            return Err("iSER Hello after the first message".into());
+        }
+        let h = Hello::decode(msg).map_err(|e| {
+            self.c.protocol_errors += 1;
+            format!("bad iSER Hello: {e:?}")
+        })?;
+        self.c.hellos += 1;
+        let mut r = HelloReply::for_hello(
+            &h,
+            ISER_PROTOCOL_VERSION,
+            ISER_PROTOCOL_VERSION,
+            u16::from(c.ord),
+        );
+        match self.cfg.hello_reply {
+            HelloAnswer::Ok => {}
+            HelloAnswer::BadVersion => {
+                r.max_ver = 2;
+                r.cur_ver = 2;
+            }
+            HelloAnswer::OrdZero => r.ord = 0,
+            HelloAnswer::Reject => r.reject = true,
+            HelloAnswer::Ignore => {
+                log(&format!(
+                    "{}: iSER Hello {h:?} not answered (--hello-reply ignore)",
+                    c.name
+                ));
+                return Ok(());
+            }
+        }
+        log(&format!("{}: iSER Hello {h:?}, answered {r:?}", c.name));
+        let mut b = [0u8; ISER_HDR_LEN];
+        r.encode(&mut b);
+        self.c.hello_replies += 1;
+        self.send_raw(c, &b, None)
     }
 
     fn login(&mut self, c: &mut Conn, bhs: &[u8], data: &[u8]) -> Result<(), String> {

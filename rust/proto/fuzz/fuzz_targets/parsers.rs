@@ -5,7 +5,7 @@
 
 use iser_proto::bhs::{parse_received_send, parse_scsi_response_data, parse_target_pdu, RxContext};
 use iser_proto::cm_private::accept_decision;
-use iser_proto::iser_hdr::{Hello, HelloReply, IserHeader, IserMessage};
+use iser_proto::iser_hdr::{Hello, HelloReply, IserHeader};
 use iser_proto::login_keys::check_set_param;
 use iser_proto::task::TaskStags;
 use libfuzzer_sys::fuzz_target;
@@ -17,7 +17,6 @@ fuzz_target!(|data: &[u8]| {
     match sel % 10 {
         0 => {
             let _ = IserHeader::decode(input);
-            let _ = IserMessage::decode(input);
         }
         1 => {
             let _ = Hello::decode(input);

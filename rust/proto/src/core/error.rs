@@ -96,18 +96,14 @@ pub enum ProtoError {
     /// initiator advertises STags (iSER §7.3.1, §9.2).
     UnexpectedStagAdvertisement,
     /// The target rejected the iSER Hello (HelloReply R bit, iSER §9.4).
-    #[allow(dead_code)] // iSER Hello: not run by the module yet (see `iser_hdr::Hello`)
     HelloRejected,
     /// No common iSER version (iSER §5.1.3).
-    #[allow(dead_code)] // iSER Hello: not run by the module yet (see `iser_hdr::Hello`)
     HelloVersionMismatch,
     /// Initiator declared iSER-IRD > 0 but the target declared iSER-ORD 0
     /// (iSER §5.1.3).
-    #[allow(dead_code)] // iSER Hello: not run by the module yet (see `iser_hdr::Hello`)
     HelloOrdZero,
     /// The target declared an iSER-ORD above the initiator's iSER-IRD; it
     /// must use min(ORD, IRD) (iSER §5.1.3).
-    #[allow(dead_code)] // iSER Hello: not run by the module yet (see `iser_hdr::Hello`)
     HelloOrdExceedsIrd,
 
     // ----- BHS / PDUs from the target (RFC 7143 §11, iSER §7) --------------

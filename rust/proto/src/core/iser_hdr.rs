@@ -37,21 +37,17 @@ pub const ISER_OPCODE_MASK: u8 = 0xF0;
 /// Reserved low bits of a control-type header's flags byte (iSER §9.2).
 const CTRL_RSVD_MASK: u8 = 0x03;
 /// Reject bit of the HelloReply (iSER §9.4).
-#[allow(dead_code)] // iSER Hello: the peer and the tests use it; the module does not yet
 const HELLORPLY_REJECT: u8 = 0x01;
 /// Reserved bits of the HelloReply flags byte (iSER §9.4).
-#[allow(dead_code)] // iSER Hello: the peer and the tests use it; the module does not yet
 const HELLORPLY_RSVD_MASK: u8 = 0x0E;
 /// Reserved bits of the Hello flags byte (iSER §9.3).
-#[allow(dead_code)] // iSER Hello: the peer and the tests use it; the module does not yet
+#[allow(dead_code)] // the target's half of the shared encoding: the test peer runs it
 const HELLO_RSVD_MASK: u8 = 0x0F;
 /// Minimum length of a Hello / HelloReply message (the 4 meaningful bytes).
-#[allow(dead_code)] // iSER Hello: the peer and the tests use it; the module does not yet
 const HELLO_MIN_LEN: usize = 4;
 
 /// The iSER protocol version this implementation speaks (iSER §9.3: the
 /// version defined by the specification is 1).
-#[allow(dead_code)] // iSER Hello: the peer and the tests use it; the module does not yet
 pub const ISER_PROTOCOL_VERSION: u8 = 1;
 
 /// The opcode of an iSER message (high nibble of the flags byte).
@@ -209,7 +205,6 @@ fn reserved_zero(buf: &[u8], from: usize, to: usize) -> bool {
 /// byte 1: MaxVer (high nibble) | MinVer (low nibble)
 /// bytes 2..4: iSER-IRD (be16); rest reserved
 /// ```
-#[allow(dead_code)] // iSER Hello: the peer and the tests use it; the module does not yet
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hello {
     /// Highest iSER version the initiator supports (4 bits).
@@ -228,7 +223,6 @@ pub struct Hello {
 /// byte 1: MaxVer (high nibble) | CurVer (low nibble)
 /// bytes 2..4: iSER-ORD (be16); rest reserved
 /// ```
-#[allow(dead_code)] // iSER Hello: the peer and the tests use it; the module does not yet
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HelloReply {
     /// R bit: the target rejects the Hello (iSER §9.4).
@@ -242,7 +236,6 @@ pub struct HelloReply {
     pub ord: u16,
 }
 
-#[allow(dead_code)] // iSER Hello: the peer and the tests use it; the module does not yet
 impl Hello {
     /// Encodes into a 28-byte message (reserved bytes zero, iSER §9.3).
     /// Version nibbles are truncated to 4 bits.
@@ -255,6 +248,7 @@ impl Hello {
         out[3] = b;
     }
 
+    #[allow(dead_code)] // the target's half of the shared encoding: the test peer runs it
     /// Decodes a Hello (iSER §9.3). `buf` is the whole Send payload: 4 to 28
     /// bytes (the RFC 5046 header is 12 bytes, as illumos sends it; Linux
     /// sizes iSER headers at 28); everything but the first 4 bytes is
@@ -280,8 +274,8 @@ impl Hello {
     }
 }
 
-#[allow(dead_code)] // iSER Hello: the peer and the tests use it; the module does not yet
 impl HelloReply {
+    #[allow(dead_code)] // the target's half of the shared encoding: the test peer runs it
     /// Encodes into a 28-byte message (reserved bytes zero, iSER §9.4).
     pub fn encode(&self, out: &mut [u8; ISER_HDR_LEN]) {
         *out = [0; ISER_HDR_LEN];
@@ -310,6 +304,7 @@ impl HelloReply {
         })
     }
 
+    #[allow(dead_code)] // the target's half of the shared encoding: the test peer runs it
     /// What a compliant target answers to `hello` (iSER §5.1.3): iSER-ORD =
     /// min(target ORD, initiator iSER-IRD); the highest common version, or
     /// the R bit when the version ranges do not overlap. Used by tests and
@@ -339,7 +334,6 @@ impl HelloReply {
     }
 }
 
-#[allow(dead_code)] // iSER Hello: the peer and the tests use it; the module does not yet
 fn decode_hello_common(buf: &[u8]) -> ProtoResult<(u8, u8, u16)> {
     if buf.len() < HELLO_MIN_LEN {
         return Err(ProtoError::Truncated);
@@ -361,7 +355,6 @@ fn decode_hello_common(buf: &[u8]) -> ProtoResult<(u8, u8, u16)> {
 }
 
 /// Result of a successful Hello exchange, from the initiator's view.
-#[allow(dead_code)] // iSER Hello: the peer and the tests use it; the module does not yet
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HelloOutcome {
     /// The iSER version in use (the target's CurVer).
@@ -383,7 +376,6 @@ pub struct HelloOutcome {
 ///   and the target declared iSER-ORD 0;
 /// * [`ProtoError::HelloOrdExceedsIrd`] if iSER-ORD > iSER-IRD (the target
 ///   must use the minimum).
-#[allow(dead_code)] // iSER Hello: the peer and the tests use it; the module does not yet
 pub fn negotiate_hello_reply(hello: &Hello, reply: &HelloReply) -> ProtoResult<HelloOutcome> {
     if reply.reject {
         return Err(ProtoError::HelloRejected);
@@ -404,31 +396,6 @@ pub fn negotiate_hello_reply(hello: &Hello, reply: &HelloReply) -> ProtoResult<H
         version: reply.cur_ver,
         ird: reply.ord,
     })
-}
-
-/// Any message that can start a received Send, by iSER opcode (iSER §9.1).
-#[allow(dead_code)] // iSER Hello: the peer and the tests use it; the module does not yet
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IserMessage {
-    /// Control-type PDU header; the iSCSI PDU follows at [`ISER_HDR_LEN`].
-    Control(IserHeader),
-    /// iSER Hello.
-    Hello(Hello),
-    /// iSER HelloReply.
-    HelloReply(HelloReply),
-}
-
-#[allow(dead_code)] // iSER Hello: the peer and the tests use it; the module does not yet
-impl IserMessage {
-    /// Decodes whatever iSER message `buf` holds (generic, any direction).
-    pub fn decode(buf: &[u8]) -> ProtoResult<Self> {
-        let flags = wire::u8_at(buf, 0).ok_or(ProtoError::Truncated)?;
-        match IserOpcode::from_flags(flags)? {
-            IserOpcode::Control => IserHeader::decode(buf).map(IserMessage::Control),
-            IserOpcode::Hello => Hello::decode(buf).map(IserMessage::Hello),
-            IserOpcode::HelloReply => HelloReply::decode(buf).map(IserMessage::HelloReply),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -534,7 +501,9 @@ mod tests {
         assert_eq!(&b[..4], &[0x20, 0x11, 0, 16]);
         assert_eq!(Hello::decode(&b), Ok(h));
         assert_eq!(Hello::decode(&b[..4]), Ok(h));
-        assert_eq!(IserMessage::decode(&b), Ok(IserMessage::Hello(h)));
+        // A Hello is not a control-type header, nor a HelloReply.
+        assert_eq!(IserHeader::decode(&b), Err(ProtoError::BadIserOpcode(0x20)));
+        assert_eq!(HelloReply::decode(&b), Err(ProtoError::BadIserOpcode(0x20)));
         let r = HelloReply {
             reject: false,
             max_ver: 2,
@@ -544,7 +513,8 @@ mod tests {
         r.encode(&mut b);
         assert_eq!(&b[..4], &[0x30, 0x21, 0, 8]);
         assert_eq!(HelloReply::decode(&b), Ok(r));
-        assert_eq!(IserMessage::decode(&b), Ok(IserMessage::HelloReply(r)));
+        assert_eq!(IserHeader::decode(&b), Err(ProtoError::BadIserOpcode(0x30)));
+        assert_eq!(Hello::decode(&b), Err(ProtoError::BadIserOpcode(0x30)));
     }
 
     #[test]
