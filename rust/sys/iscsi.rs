@@ -21,12 +21,14 @@
 
 use super::bindings as b;
 use super::errno::{ENOSYS, ENOTCONN};
+use core::ffi::c_void;
 use core::pin::Pin;
 use core::ptr::NonNull;
 use kernel::c_str;
 use kernel::error::code::{EEXIST, EINVAL, ENOMEM};
 use kernel::prelude::*;
 use kernel::str::CStr;
+use kernel::types::ForeignOwnable;
 use kernel::ThisModule;
 
 /// Transport capabilities (`CAP_*` of scsi_transport_iscsi.h) as declared
@@ -472,12 +474,52 @@ fn err_ptr<T>(e: Error) -> *mut T {
     e.to_errno() as isize as *mut T
 }
 
+/// The pointer of `ForeignOwnable` is `*const c_void` on 6.12 and
+/// `*mut c_void` on later kernels (7.3); an endpoint's `dd_data` keeps it
+/// as `*mut c_void`, and this converts to whichever the kernel takes.
+trait ForeignPtr {
+    fn into_mut(self) -> *mut c_void;
+    fn from_mut(p: *mut c_void) -> Self;
+}
+
+impl ForeignPtr for *const c_void {
+    fn into_mut(self) -> *mut c_void {
+        self.cast_mut()
+    }
+    fn from_mut(p: *mut c_void) -> Self {
+        p.cast_const()
+    }
+}
+
+impl ForeignPtr for *mut c_void {
+    fn into_mut(self) -> *mut c_void {
+        self
+    }
+    fn from_mut(p: *mut c_void) -> Self {
+        p
+    }
+}
+
+/// Where an endpoint keeps its `T::Ep` (the `ForeignOwnable` pointer of
+/// its `Pin<KBox<T::Ep>>`).
+///
+/// # Safety
+/// `ep` must be an endpoint of ours (created by `iscsi_create_endpoint`
+/// with one pointer of `dd_data`).
+unsafe fn ep_data(ep: *mut b::iscsi_endpoint) -> *mut *mut c_void {
+    // SAFETY: per the caller.
+    unsafe { (*ep).dd_data.cast::<*mut c_void>() }
+}
+
 /// # Safety
 /// `ep` must be an endpoint created by `ep_connect_tr::<T>`.
 unsafe fn ep_of<T: TransportOps>(ep: *mut b::iscsi_endpoint) -> &'static T::Ep {
-    // SAFETY: per the caller, `dd_data` holds the pointer stored at
-    // connect time, live until `ep_disconnect_tr`.
-    unsafe { &**((*ep).dd_data as *const *const T::Ep) }
+    // SAFETY: per the caller, `dd_data` holds the pointer
+    // `ep_connect_tr` made with `into_foreign`, which `ep_disconnect_tr`
+    // takes back with `from_foreign` after the last callback on `ep`.
+    let obj =
+        unsafe { <Pin<KBox<T::Ep>> as ForeignOwnable>::borrow(ForeignPtr::from_mut(*ep_data(ep))) };
+    obj.get_ref()
 }
 
 /// # Safety
@@ -525,17 +567,16 @@ unsafe extern "C" fn ep_connect_tr<T: TransportOps>(
     _non_blocking: kernel::ffi::c_int,
 ) -> *mut b::iscsi_endpoint {
     // SAFETY: one pointer of endpoint data.
-    let ep = unsafe { b::iscsi_create_endpoint(core::mem::size_of::<*const T::Ep>() as i32) };
+    let ep = unsafe { b::iscsi_create_endpoint(core::mem::size_of::<*mut c_void>() as i32) };
     if ep.is_null() {
         return err_ptr(ENOMEM);
     }
     match T::ep_connect(&SockAddr(dst, core::marker::PhantomData)) {
         Ok(obj) => {
-            // SAFETY: the object stays pinned in its box; the raw pointer is
-            // turned back into the box in `ep_disconnect_tr`.
-            let raw = KBox::into_raw(unsafe { Pin::into_inner_unchecked(obj) });
+            // Turned back into the box in `ep_disconnect_tr`.
+            let foreign = obj.into_foreign().into_mut();
             // SAFETY: `dd_data` has room for one pointer (size above).
-            unsafe { *((*ep).dd_data.cast::<*const T::Ep>()) = raw };
+            unsafe { *ep_data(ep) = foreign };
             ep
         }
         Err(e) => {
@@ -568,9 +609,11 @@ unsafe extern "C" fn ep_poll_tr<T: TransportOps>(
 /// table, with object pointers that are live for the call and belong to
 /// this transport (the `iscsi_transport` callback contract).
 unsafe extern "C" fn ep_disconnect_tr<T: TransportOps>(ep: *mut b::iscsi_endpoint) {
-    // SAFETY: the pointer was made by `KBox::into_raw` in `ep_connect_tr`
-    // and is reclaimed exactly once, here.
-    let obj = unsafe { KBox::from_raw(*((*ep).dd_data as *const *mut T::Ep)) };
+    // SAFETY: the pointer was made by `into_foreign` in `ep_connect_tr`
+    // and is reclaimed exactly once, here: iscsid's last call on `ep`.
+    let obj = unsafe {
+        <Pin<KBox<T::Ep>> as ForeignOwnable>::from_foreign(ForeignPtr::from_mut(*ep_data(ep)))
+    };
     // scsi_transport_iscsi disconnects a bound endpoint before `stop_conn`
     // (after `unbind_conn`, so no xmit runs): the connection must forget
     // it now, or `stop_conn` and `cleanup_task` would find a freed one.
@@ -591,8 +634,7 @@ unsafe extern "C" fn ep_disconnect_tr<T: TransportOps>(ep: *mut b::iscsi_endpoin
     // under the netlink mutex, a disconnect from the connection-error work
     // does not): wait for any such reader before the object goes.
     super::rcu::synchronize();
-    // SAFETY: the box was pinned when created.
-    T::ep_disconnect(unsafe { Pin::new_unchecked(obj) });
+    T::ep_disconnect(obj);
     // SAFETY: the endpoint is ours and no longer referenced.
     unsafe { b::iscsi_destroy_endpoint(ep) };
 }
