@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Scale: SESSIONS (64) sessions through iser_rs to one LIO portal
-# (node.session.nr_sessions), each with its own disk node of the same LUN.
+# (node.session.nr_sessions), each with its own disk node of LUN 0.
 # Every connection has its own PD (live_pds = SESSIONS). With an
 # `iscsiadm -m session -s` loop running, one fio job per disk writes its
 # own 1 MiB region with crc32c verify while the portal group is flapped
@@ -23,9 +23,17 @@ sync; echo 3 > /proc/sys/vm/drop_caches
 mem0=$(mem_kb) t0=$SECONDS
 login_node "$portal" node.session.nr_sessions=$n || die "login of $n sessions"
 wait_sess LOGGED_IN "$n" 120 >/dev/null || die "$(sess_states | grep -cx LOGGED_IN) of $n sessions logged in"
-for ((i = 0; i < 600; i++)); do [ "$(session_disks | wc -l)" -ge "$n" ] && break; sleep 0.2; done
-disks=($(session_disks))
-[ "${#disks[@]}" = "$n" ] || die "${#disks[@]} disks for $n sessions"
+# LUN 0 of each session (an earlier case of the same boot may have left
+# more LUNs in the target).
+lun0_disks() {
+    local b
+    for b in /sys/class/iscsi_session/session*/device/target*/*:0/block/*; do
+        [ -e "$b" ] && echo "/dev/${b##*/}"
+    done | sort
+}
+for ((i = 0; i < 600; i++)); do [ "$(lun0_disks | wc -l)" -ge "$n" ] && break; sleep 0.2; done
+disks=($(lun0_disks))
+[ "${#disks[@]}" = "$n" ] || die "${#disks[@]} LUN 0 disks for $n sessions"
 sync; echo 3 > /proc/sys/vm/drop_caches
 mem1=$(mem_kb)
 counts0=$(live_counts)
