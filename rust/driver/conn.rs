@@ -43,7 +43,7 @@ use crate::sys::cm::{CmEvent, CmEventKind, CmHandler, CmId, CmIdRef};
 use crate::sys::errno::{ECONNREFUSED, EHOSTUNREACH, ENOBUFS, ENOTCONN, EPROTO, ETIMEDOUT};
 use crate::sys::iscsi::{Conn, ConnSlot, IscsiErr, SockAddr};
 use crate::sys::rcu::{RcuGuard, RcuSlot};
-use crate::sys::verbs::{SendPayload, Wc, WithCqe};
+use crate::sys::verbs::{SendPayload, Sge, SlotToken, Wc, WithCqe};
 use crate::sys::work::{impl_has_delayed_work, DelayedWork};
 use core::pin::Pin;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -293,6 +293,22 @@ impl IserConn {
             .store(HELLO_SENT | u32::from(hello.ird), Ordering::Release);
         res.qp
             .post_recv(res.login_rx.cqe(), &res.login_rx.buf, res.lkey)?;
+        self.post_login_send(&res, slot, sge, ltok)?;
+        Ok(hello.ird)
+    }
+
+    /// Posts the signaled Send of the login send buffer (`sge`, written
+    /// through `ltok`) with header slot `slot`, and records that the
+    /// buffer is in use until that Send completes or its request is
+    /// answered. On error nothing was posted: both tokens drop and release
+    /// their slots.
+    pub(crate) fn post_login_send(
+        &self,
+        res: &Resources,
+        slot: SlotToken<'_>,
+        sge: Sge,
+        ltok: SlotToken<'_>,
+    ) -> Result {
         let idx = slot.index();
         self.login_tx_posted(idx);
         if let Err(e) = res.tx.post(
@@ -308,7 +324,7 @@ impl IserConn {
             return Err(e);
         }
         res.login_tx.posted(ltok);
-        Ok(hello.ird)
+        Ok(())
     }
 
     /// Whether the login buffer's next receive is the awaited HelloReply.

@@ -419,20 +419,5 @@ fn xmit_mgmt(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
         // libiscsi's only one).
         posted?;
     }
-    let idx = slot.index();
-    conn.login_tx_posted(idx);
-    if let Err(e) = res.tx.post(
-        res.qp,
-        &[],
-        &[],
-        slot,
-        SendPayload::Sges(&[sge]),
-        true,
-        None,
-    ) {
-        conn.login_tx_done(idx);
-        return Err(e);
-    }
-    res.login_tx.posted(ltok);
-    Ok(())
+    conn.post_login_send(&res, slot, sge, ltok)
 }

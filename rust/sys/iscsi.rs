@@ -514,11 +514,12 @@ unsafe fn ep_data(ep: *mut b::iscsi_endpoint) -> *mut *mut c_void {
 /// # Safety
 /// `ep` must be an endpoint created by `ep_connect_tr::<T>`.
 unsafe fn ep_of<T: TransportOps>(ep: *mut b::iscsi_endpoint) -> &'static T::Ep {
-    // SAFETY: per the caller, `dd_data` holds the pointer
-    // `ep_connect_tr` made with `into_foreign`, which `ep_disconnect_tr`
-    // takes back with `from_foreign` after the last callback on `ep`.
-    let obj =
-        unsafe { <Pin<KBox<T::Ep>> as ForeignOwnable>::borrow(ForeignPtr::from_mut(*ep_data(ep))) };
+    // SAFETY: `ep` is ours (caller): its `dd_data` holds one pointer.
+    let foreign = unsafe { *ep_data(ep) };
+    // SAFETY: per the caller, `foreign` is what `ep_connect_tr` made with
+    // `into_foreign`, which `ep_disconnect_tr` takes back with
+    // `from_foreign` after the last callback on `ep`.
+    let obj = unsafe { Pin::<KBox<T::Ep>>::borrow(ForeignPtr::from_mut(foreign)) };
     obj.get_ref()
 }
 
@@ -609,11 +610,12 @@ unsafe extern "C" fn ep_poll_tr<T: TransportOps>(
 /// table, with object pointers that are live for the call and belong to
 /// this transport (the `iscsi_transport` callback contract).
 unsafe extern "C" fn ep_disconnect_tr<T: TransportOps>(ep: *mut b::iscsi_endpoint) {
-    // SAFETY: the pointer was made by `into_foreign` in `ep_connect_tr`
-    // and is reclaimed exactly once, here: iscsid's last call on `ep`.
-    let obj = unsafe {
-        <Pin<KBox<T::Ep>> as ForeignOwnable>::from_foreign(ForeignPtr::from_mut(*ep_data(ep)))
-    };
+    // SAFETY: `ep` is ours (the callback contract): its `dd_data` holds
+    // one pointer.
+    let foreign = unsafe { *ep_data(ep) };
+    // SAFETY: `foreign` was made by `into_foreign` in `ep_connect_tr` and
+    // is reclaimed exactly once, here: iscsid's last call on `ep`.
+    let obj = unsafe { Pin::<KBox<T::Ep>>::from_foreign(ForeignPtr::from_mut(foreign)) };
     // scsi_transport_iscsi disconnects a bound endpoint before `stop_conn`
     // (after `unbind_conn`, so no xmit runs): the connection must forget
     // it now, or `stop_conn` and `cleanup_task` would find a freed one.
