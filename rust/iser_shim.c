@@ -69,6 +69,17 @@ module_param_named(inject_send_pdu_delay_ms, iser_rs_inject_send_pdu_delay_ms, u
 MODULE_PARM_DESC(inject_send_pdu_delay_ms, "Test only: delay each Login/Text request's send_pdu return by this many ms (default: 0)");
 
 /*
+ * Fault injection for the guest suite (case 053): a connection's setup
+ * (the ROUTE_RESOLVED handler, which builds its PD, CQ, MRs, buffers and
+ * QP) sleeps this long first, so that iscsid's login timeout, and its
+ * ep_disconnect of that connection, fall inside the setup, as they do when
+ * many connections queue on rdma_cm's one workqueue. 0 (the default): off.
+ */
+unsigned int iser_rs_inject_setup_delay_ms;
+module_param_named(inject_setup_delay_ms, iser_rs_inject_setup_delay_ms, uint, 0644);
+MODULE_PARM_DESC(inject_setup_delay_ms, "Test only: delay each connection's setup by this many ms (default: 0)");
+
+/*
  * Live connections, QPs, MRs, PDs and CQs: back to 0 after logout (leak
  * check); [5] counts connections established since load (only grows).
  */

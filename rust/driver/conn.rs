@@ -20,7 +20,10 @@
 //! - The bound libiscsi connection is published in a [`ConnSlot`].
 //! - Teardown steps run under the connection's teardown mutex (process
 //!   context), so device removal (CM handler) and `ep_disconnect` never
-//!   interleave.
+//!   interleave. The ROUTE_RESOLVED handler builds and publishes the
+//!   resources under it too, and builds nothing once `quiesce` has run.
+//!   It is taken inside rdma_cm's handler mutex, so nothing waits for a
+//!   CM handler under it (`shutdown` destroys the id after dropping it).
 //! - [`RxGate`] (a BH spinlock, any context; innermost but for the
 //!   provider's own queue lock): task cleanup reposts a held response's
 //!   receive buffer under it, possibly inside libiscsi's back_lock (lock
@@ -40,7 +43,9 @@ use super::resources::{Resources, RxDesc, TmfInFlight};
 use crate::proto;
 use crate::sys::bhlock::BhSpinLock;
 use crate::sys::cm::{CmEvent, CmEventKind, CmHandler, CmId, CmIdRef};
-use crate::sys::errno::{ECONNREFUSED, EHOSTUNREACH, ENOBUFS, ENOTCONN, EPROTO, ETIMEDOUT};
+use crate::sys::errno::{
+    ECONNABORTED, ECONNREFUSED, EHOSTUNREACH, ENOBUFS, ENOTCONN, EPROTO, ETIMEDOUT,
+};
 use crate::sys::iscsi::{Conn, ConnSlot, IscsiErr, SockAddr};
 use crate::sys::rcu::{RcuGuard, RcuSlot};
 use crate::sys::verbs::{SendPayload, Sge, SlotToken, Wc, WithCqe};
@@ -474,6 +479,25 @@ impl IserConn {
     /// ROUTE_RESOLVED: allocates and publishes the resources (the QP
     /// last, `Resources::new`), then connects.
     fn setup(&self, id: CmIdRef) -> Result {
+        let delay = crate::sys::params::param_inject_setup_delay_ms();
+        if delay > 0 {
+            // Fault injection (case 053). Process context: rdma_cm's
+            // handler work, holding only its handler mutex.
+            crate::sys::params::msleep(delay);
+        }
+        // Under the teardown lock, against `release_resources`: iscsid's
+        // ep_disconnect (its login timeout expiring) may run while this
+        // handler does (case 053). Either the resources are built,
+        // published and connected before `quiesce` takes the lock, and
+        // `release_resources` tears them down; or `quiesce` came first and
+        // nothing is built. Unlocked, a QP created after `release_resources`
+        // found nothing to destroy outlived the connection, and a QP it did
+        // destroy mid-build was published anyway.
+        let _teardown = self.teardown.lock();
+        if self.drained.load(Ordering::Acquire) {
+            pr_info!("setup abandoned: the connection is being disconnected\n");
+            return Err(ECONNABORTED());
+        }
         if self.res.get().is_some() {
             // One ROUTE_RESOLVED per id; `res.set` below cannot fail then.
             return Err(EBUSY);
@@ -910,9 +934,14 @@ impl CmHandler for IserConn {
             CmEventKind::RouteResolved => {
                 // The connection's resources, on every reconnect too: in a
                 // NOIO scope (`sys::with_noio`).
-                if let Err(e) = crate::sys::with_noio(|| self.setup(id)) {
-                    pr_err!("connection setup failed: {:?}\n", e);
-                    self.fail(e);
+                match crate::sys::with_noio(|| self.setup(id)) {
+                    Ok(()) => {}
+                    // Logged by `setup`: not a failure of the connection.
+                    Err(e) if e == ECONNABORTED() => self.fail(e),
+                    Err(e) => {
+                        pr_err!("connection setup failed: {:?}\n", e);
+                        self.fail(e);
+                    }
                 }
             }
             CmEventKind::Established => {

@@ -912,9 +912,9 @@ unsafe extern "C" fn send_pdu_tr<T: TransportOps>(
     let rc = unsafe { b::iscsi_conn_send_pdu(cls_conn, hdr, data, data_size) };
     let delay = super::params::param_inject_send_pdu_delay_ms();
     if delay > 0 {
-        // SAFETY: process context (scsi_transport_iscsi's netlink handler,
-        // holding only mutexes).
-        unsafe { b::msleep(delay) };
+        // Process context: scsi_transport_iscsi's netlink handler, holding
+        // only mutexes.
+        super::params::msleep(delay);
     }
     hook(T::send_pdu_returning);
     rc

@@ -67,6 +67,7 @@ pub(crate) mod errno {
         EHOSTUNREACH,
         ENOBUFS,
         EPROTO,
-        ENOSYS
+        ENOSYS,
+        ECONNABORTED
     );
 }

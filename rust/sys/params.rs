@@ -51,6 +51,21 @@ pub(crate) fn param_inject_send_pdu_delay_ms() -> u32 {
     unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_inject_send_pdu_delay_ms)) }
 }
 
+/// The `inject_setup_delay_ms` fault-injection parameter (0644; 0: off).
+pub(crate) fn param_inject_setup_delay_ms() -> u32 {
+    // SAFETY: an aligned u32 module parameter; a concurrent sysfs write
+    // stores a whole word.
+    unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_inject_setup_delay_ms)) }
+}
+
+/// Sleeps `ms` milliseconds (the fault-injection delays). Process context
+/// only, with no spinlock held.
+pub(crate) fn msleep(ms: u32) {
+    // SAFETY: msleep takes any value; the callers run in process context
+    // holding no spinlock (see each caller).
+    unsafe { b::msleep(ms) };
+}
+
 /// The module-wide live-object counters, shown as read-only module
 /// parameters (`iser_rs_live[]` in the C part, in this order).
 #[derive(Clone, Copy)]
