@@ -936,7 +936,8 @@ impl CmHandler for IserConn {
                 // NOIO scope (`sys::with_noio`).
                 match crate::sys::with_noio(|| self.setup(id)) {
                     Ok(()) => {}
-                    // Logged by `setup`: not a failure of the connection.
+                    // `setup` logged it ("setup abandoned"): the
+                    // disconnect came first; no error line for it.
                     Err(e) if e == ECONNABORTED() => self.fail(e),
                     Err(e) => {
                         pr_err!("connection setup failed: {:?}\n", e);
