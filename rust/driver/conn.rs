@@ -934,15 +934,13 @@ impl CmHandler for IserConn {
             CmEventKind::RouteResolved => {
                 // The connection's resources, on every reconnect too: in a
                 // NOIO scope (`sys::with_noio`).
-                match crate::sys::with_noio(|| self.setup(id)) {
-                    Ok(()) => {}
-                    // `setup` logged it ("setup abandoned"): the
-                    // disconnect came first; no error line for it.
-                    Err(e) if e == ECONNABORTED() => self.fail(e),
-                    Err(e) => {
+                if let Err(e) = crate::sys::with_noio(|| self.setup(id)) {
+                    // ECONNABORTED: `setup` logged "setup abandoned" (the
+                    // disconnect came first); no error line for it.
+                    if e != ECONNABORTED() {
                         pr_err!("connection setup failed: {:?}\n", e);
-                        self.fail(e);
                     }
+                    self.fail(e);
                 }
             }
             CmEventKind::Established => {
