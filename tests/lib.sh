@@ -229,6 +229,16 @@ fio_verify() {
 # --- kernel reports ----------------------------------------------------------
 REPORT_RE='STag guarantee broken|BUG:|WARNING:|Oops|KASAN|UBSAN|possible circular locking|possible recursive locking|inconsistent lock state|sleeping function called from invalid context|kmemleak:.*new suspected|general protection fault|Kernel panic|list_add corruption|list_del corruption|refcount_t:|INFO: task .* blocked'
 
+# report_lines: the report lines (REPORT_RE) of the kernel log text on
+# stdin, each followed by " <<< " and the line before it: a WARN prints its
+# own message just before its WARNING line, and tests/known-reports tells
+# some reports by that message.
+report_lines() { awk -v re="$REPORT_RE" '$0 ~ re { print $0 " <<< " prev } { prev = $0 }'; }
+# known_report_res: the regexes of tests/known-reports (reports raised
+# outside the initiator, each with its evidence), or one that matches
+# nothing.
+known_report_res() { grep -v '^#' "$ISER_RS_REPO/tests/known-reports" 2>/dev/null | grep . || echo '^$'; }
+
 # kernel_reports: print the report lines of the kernel log (empty: clean).
 kernel_reports() {
     dmesg | grep -E "$REPORT_RE" || true
@@ -328,16 +338,15 @@ kmsg_watch_check() {
     [ -n "$KMSG_WATCH_PID" ] && kill "$KMSG_WATCH_PID" 2>/dev/null
     wait "$KMSG_WATCH_PID" 2>/dev/null
     KMSG_WATCH_PID=
-    r=$(grep -E "$REPORT_RE" "$KMSG_WATCH_FILE" || true)
-    # Known reports inside the LIO target (tests/known-target-reports) are
+    r=$(report_lines < "$KMSG_WATCH_FILE")
+    # Known reports raised outside the initiator (tests/known-reports) are
     # printed and not failed, as tests/run-guest does.
-    local k=$ISER_RS_REPO/tests/known-target-reports
-    if [ -n "$r" ] && [ -s "$k" ]; then
-        echo "$r" | grep -Ef <(grep -v '^#' "$k" | grep .) | sed 's/^/# known LIO target report (not the initiator): /'
-        r=$(echo "$r" | grep -vEf <(grep -v '^#' "$k" | grep .) || true)
+    if [ -n "$r" ]; then
+        echo "$r" | grep -Ef <(known_report_res) | sed 's/^/# known report, not the initiator (tests\/known-reports): /'
+        r=$(echo "$r" | grep -vEf <(known_report_res) || true)
     fi
     [ -z "$r" ] && return 0
-    local first; first=$(echo "$r" | head -1 | sed 's/^\[[^]]*\] //')
+    local first; first=$(echo "$r" | head -1 | sed 's/^\[[^]]*\] //; s/ <<< .*//')
     echo "# kernel report:"; grep -F -m1 -B2 -A30 -- "$first" "$KMSG_WATCH_FILE" | head -60 | sed 's/^/#   /'
     return 1
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Repetition under I/O: FLAPS (20) flaps while fio writes with crc32c verify
+# Repetition under I/O: LINK_FLAPS (20) flaps while fio writes with crc32c verify
 # through iser_rs, alternating the target's link (veth0 down 1 s; rxe0
 # re-created when its QP1 did not survive, see rxe_qp1_dead) and the LIO
 # portal group (disabled 1 s). Every flap costs the connection and is
@@ -9,7 +9,7 @@
 # (1024) of its level before fio (not judged under KASAN, whose quarantine
 # holds freed objects); on a kmemleak kernel a scan at the end is clean.
 . "$(dirname "$0")/../lib.sh"
-flaps=${FLAPS:-20}
+flaps=${LINK_FLAPS:-20}
 slab_slack_kb=${SLAB_SLACK_KB:-1024}
 t=$CFG/target/iscsi/$TGT_IQN/tpgt_1
 trap 'veth0_up; echo 1 > $t/enable; rdma link show rxe0/1 >/dev/null 2>&1 || rdma link add rxe0 type rxe netdev veth0; rxe_qp1_dead rxe0 && rxe_recreate rxe0 veth0; case_cleanup' EXIT
