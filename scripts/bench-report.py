@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Host-side report of scripts/bench.
 
-usage: bench-report.py RAW OUTDIR [HOST_JSON]
+usage: bench-report.py RAW OUTDIR [HOST_JSON [LAYERS_JSON]]
 
 RAW is the guest's bench-raw.json (or, if the guest died early, the
 partial bench-raw.jsonl). Prints per point the median [min-max] of IOPS,
@@ -9,6 +9,11 @@ p99 completion latency and CPU time per I/O for every initiator, the
 ratios iser_rs/ib_iser and iser_rs/iscsi_tcp, and the raw null_blk
 ceiling; writes OUTDIR/results.json and OUTDIR/results.png. HOST_JSON
 (from scripts/bench) goes into the metadata: host CPUs, load, other VMs.
+LAYERS_JSON (scripts/bench-layers.py attribute) adds, per profiled
+initiator and point, the guest's instructions per I/O split by layer: a
+layer's weighted samples over all weighted samples that are not idle, times
+the whole guest's instructions per I/O (10^9 / the median IOPS of the measured runs,
+under the instruction-count clock); under the wall clock only the shares.
 Exits 1 when some (initiator, point) has no successful run.
 """
 import json
@@ -30,6 +35,12 @@ SECTIONS = [
      "lower"),
 ]
 RATIOS = [("iser_rs", "ib_iser"), ("iser_rs", "iscsi_tcp")]
+# The layers of scripts/bench-layers.py, in its column order.
+LAYER_COLUMNS = ["initiator", "libiscsi", "scsi_block", "rdma", "target", "net", "kernel",
+                 "user", "helpers"]
+LAYER_COLOR = {"initiator": "#d9622b", "libiscsi": "#e8b04a", "scsi_block": "#8c6bb1",
+               "rdma": "#3b75af", "target": "#519e3e", "net": "#7fc8c8", "kernel": "#9a9a9a",
+               "user": "#d0d0d0", "helpers": "#f2f2f2"}
 
 
 def load(path):
@@ -74,7 +85,7 @@ def cell(s, failed=False):
 
 
 def main():
-    if len(sys.argv) not in (3, 4):
+    if len(sys.argv) not in (3, 4, 5):
         print(__doc__, file=sys.stderr)
         return 2
     raw = load(sys.argv[1])
@@ -86,6 +97,7 @@ def main():
         host = json.loads(sys.argv[3])
         meta["host"] = host
     runs = raw["runs"]
+    prof = json.loads(Path(sys.argv[4]).read_text()) if len(sys.argv) > 4 else {}
 
     # Points and initiators in the order the guest ran them.
     points = [p["name"] for p in meta.get("points", [])]
@@ -128,6 +140,33 @@ def main():
                 d[m] = va / vb if va is not None and vb else None
             ratios[p][f"{a}/{b}"] = d
 
+    # --- layers (profiling pass) ---------------------------------------------
+    icount_clock = host.get("clock") == "icount"
+    layers = {}
+    for i, per_point in prof.items():
+        for p, d in per_point.items():
+            busy = sum(d["weights"].values())
+            iops = med(p, i, "iops")
+            if not busy:
+                continue
+            whole = 1e9 / iops if icount_clock and iops else None
+            share = {k: d["weights"].get(k, 0) / busy for k in LAYER_COLUMNS}
+            layers.setdefault(p, {})[i] = {
+                "samples": d["layers"], "weights": d["weights"], "top": d.get("top", {}),
+                "ios_in_window": d["ios"],
+                "idle_share": d.get("idle", 0) / max(1, d["samples"]),
+                "share": share,
+                "whole_instr_per_io": whole,
+                "instr_per_io": ({k: v * whole for k, v in share.items()} if whole else None)}
+    layer_ratios = {}
+    for p, d in layers.items():
+        a, b = d.get("iser_rs"), d.get("ib_iser")
+        if a and b and a["instr_per_io"] and b["instr_per_io"]:
+            layer_ratios[p] = {"iser_rs/ib_iser": {
+                k: (a["instr_per_io"][k] / b["instr_per_io"][k] if b["instr_per_io"][k] else None)
+                for k in LAYER_COLUMNS}}
+            layer_ratios[p]["iser_rs/ib_iser"]["whole"] = a["whole_instr_per_io"] / b["whole_instr_per_io"]
+
     # --- table ----------------------------------------------------------------
     w = max([len(p) for p in points] + [5]) + 2
     cells = {p: {i: {m: cell(results[p][i][m] if results[p][i] else None, not results[p][i])
@@ -166,6 +205,30 @@ def main():
         print("iser_rs IOPS as a share of the raw null_blk ceiling: " + ", ".join(
             f"{p} {ratios[p]['iser_rs/raw']['iops'] * 100:.0f}%"
             for p in points if ratios[p]["iser_rs/raw"]["iops"] is not None))
+    if layers:
+        unit = "instructions per I/O" if icount_clock else "% of busy samples"
+        print()
+        print(f"== {unit} by layer (profiling pass: perf cpu-clock samples, charged by the rule in "
+              "scripts/bench-layers.py; whole = 10^9 / median IOPS)")
+        print("point".ljust(w) + "initiator".rjust(10) + "whole".rjust(8)
+              + "".join(c[:10].rjust(11) for c in LAYER_COLUMNS) + "   idle  ini samples (1 sigma)")
+        for p in points:
+            for i in inits:
+                d = layers.get(p, {}).get(i)
+                if not d:
+                    continue
+                vals = d["instr_per_io"] or {k: 100 * v for k, v in d["share"].items()}
+                n_ini = d["samples"].get("initiator", 0)
+                sigma = f"+-{100 / n_ini ** 0.5:.1f}%" if n_ini else "-"
+                print(p.ljust(w) + i.rjust(10)
+                      + (f"{d['whole_instr_per_io']:8.0f}" if d["whole_instr_per_io"] else "-".rjust(8))
+                      + "".join(f"{vals[k]:11.0f}" for k in LAYER_COLUMNS)
+                      + f"{100 * d['idle_share']:6.1f}%{n_ini:9d} ({sigma})")
+            r = layer_ratios.get(p, {}).get("iser_rs/ib_iser")
+            if r:
+                print(p.ljust(w) + "ratio".rjust(10) + f"{r['whole']:7.3f}x"
+                      + "".join((f"{r[k]:10.2f}x" if r[k] is not None else "-".rjust(11))
+                                for k in LAYER_COLUMNS))
     if failures:
         print()
         print("failed runs: " + ", ".join(f"{k} x{v}" for k, v in failures.items()))
@@ -198,6 +261,13 @@ def main():
         "warnings": raw.get("warnings", []),
         "kernel_reports": raw.get("kernel_reports", []),
         "events": raw.get("events", []),
+        "layers": layers,
+        "layer_ratios": layer_ratios,
+        "layer_rule": "scripts/bench-layers.py: a sample goes to the layer of its first frame, "
+                      "leaf first, outside lib/, arch/x86/lib/, kernel/locking/, crypto/ and "
+                      "rust/; idle samples are left out; a busy sample weighs 1 / the busy "
+                      "samples of its millisecond; instr_per_io = weighted share x "
+                      "whole_instr_per_io (10^9 / median IOPS, instruction-count clock)",
         "runs": runs,
     }
     (outdir / "results.json").write_text(json.dumps(doc, indent=1) + "\n")
@@ -220,8 +290,9 @@ def main():
     panels = [("iops", "IOPS (median)", True, True),
               ("clat_p99_us", "p99 completion latency, us", True, False),
               ("cpu_us_per_io", "guest CPU per I/O, us", True, False)]
-    fig, axes = plt.subplots(len(panels), 1, sharex=True,
-                             figsize=(max(7.5, 2.0 + 0.9 * len(points)), 11.5))
+    npanels = len(panels) + (1 if layers else 0)
+    fig, axes = plt.subplots(npanels, 1, sharex=True,
+                             figsize=(max(7.5, 2.0 + 0.9 * len(points)), 11.5 + (3.5 if layers else 0)))
     width = 0.8 / len(inits)
     xs = range(len(points))
     for ax, (m, ylabel, log, labels) in zip(axes, panels):
@@ -255,6 +326,28 @@ def main():
         ax.yaxis.set_major_formatter(FuncFormatter(human))
         ax.grid(axis="y", which="major", alpha=0.35)
         ax.grid(axis="y", which="minor", alpha=0.12)
+    if layers:
+        # Stacked: each profiled initiator's bar at its place in the panels above.
+        ax = axes[-1]
+        for k, i in enumerate(inits):
+            pos, base = [], []
+            rows = [(x, layers.get(p, {}).get(i)) for x, p in zip(xs, points)]
+            rows = [(x, d) for x, d in rows if d]
+            if not rows:
+                continue
+            pos = [x - 0.4 + width * (k + 0.5) for x, _ in rows]
+            base = [0.0] * len(rows)
+            for lay in LAYER_COLUMNS:
+                vals = [(d["instr_per_io"] or {q: 100 * v for q, v in d["share"].items()})[lay]
+                        for _, d in rows]
+                ax.bar(pos, vals, width, bottom=base, color=LAYER_COLOR[lay],
+                       edgecolor=COLOR.get(i, "black"), linewidth=0.6,
+                       label=lay if k == 0 or lay not in ax.get_legend_handles_labels()[1] else None)
+                base = [b + v for b, v in zip(base, vals)]
+        ax.set_ylabel("instructions per I/O by layer" if icount_clock else "% of busy samples by layer")
+        ax.yaxis.set_major_formatter(FuncFormatter(human))
+        ax.grid(axis="y", alpha=0.35)
+        ax.legend(ncol=5, fontsize=6, loc="upper left")
     axes[-1].set_xticks(list(xs))
     axes[-1].set_xticklabels(points, rotation=35, ha="right", fontsize=8)
     handles, names = axes[0].get_legend_handles_labels()
