@@ -41,6 +41,7 @@ helper the next address is its caller's return address; deeper frames can
 include stale addresses, which the rule never looks at once it has left the
 helpers.
 """
+import bisect
 import json
 import os
 import re
@@ -129,8 +130,34 @@ def frame_layer(dso, sym, symmap):
     return "user"
 
 
+def load_module_syms(layers_dir):
+    """The modules' /proc/kallsyms lines the guest saved: {module: sorted
+    [(address, symbol)]}, to name the "@ADDRESS" frames of a module perf
+    had no symbols for."""
+    mods = {}
+    for f in Path(layers_dir).glob("kallsyms-*.txt"):
+        rows = []
+        for line in f.read_text().splitlines():
+            parts = line.split()
+            if len(parts) >= 4 and parts[1] in "tT":
+                rows.append((int(parts[0], 16), parts[2]))
+        if rows:
+            mods[f.stem.partition("-")[2]] = sorted(rows)
+    return mods
+
+
+def name_address(dso, sym, mods):
+    rows = mods.get(dso.strip("[]"))
+    if not sym.startswith("@") or not rows:
+        return sym
+    ip = int(sym[1:], 16)
+    k = bisect.bisect_right(rows, (ip, "\uffff")) - 1
+    return rows[k][1] if k >= 0 else sym
+
+
 def attribute(mapfile, layers_dir):
     symmap = load_map(mapfile)
+    mods = load_module_syms(layers_dir)
     res = {}
     for f in sorted(Path(layers_dir).glob("*.folded")):
         ini, _, point = f.stem.partition("-")
@@ -163,7 +190,9 @@ def attribute(mapfile, layers_dir):
                     break
             counts[charged] += n
             weights[charged] += wt
-            leaf = frames[0][1] if frames[0][1] != "[unknown]" else frames[0][0]
+            leaf = name_address(frames[0][0], frames[0][1], mods)
+            if leaf == "[unknown]":
+                leaf = frames[0][0]
             leafs[charged][leaf] = leafs[charged].get(leaf, 0.0) + wt
         top = {c: [[k, round(v, 2)] for k, v in sorted(leafs[c].items(), key=lambda kv: -kv[1])[:8]]
                for c in COLUMNS}

@@ -224,6 +224,16 @@ def main():
                       + (f"{d['whole_instr_per_io']:8.0f}" if d["whole_instr_per_io"] else "-".rjust(8))
                       + "".join(f"{vals[k]:11.0f}" for k in LAYER_COLUMNS)
                       + f"{100 * d['idle_share']:6.1f}%{n_ini:9d} ({sigma})")
+            for i in inits:
+                d = layers.get(p, {}).get(i)
+                if not d or not d.get("top", {}).get("initiator") or not d["instr_per_io"]:
+                    continue
+                # The initiator layer's heaviest leaf symbols, in
+                # instructions per I/O (a helper's leaf is charged to its
+                # caller's layer, so memcpy can appear here).
+                per = d["instr_per_io"]["initiator"] / max(1e-9, d["weights"]["initiator"])
+                print(" " * w + f"{i} leaves: " + ", ".join(
+                    f"{name[:48]} {wt * per:.0f}" for name, wt in d["top"]["initiator"][:5]))
             r = layer_ratios.get(p, {}).get("iser_rs/ib_iser")
             if r:
                 print(p.ljust(w) + "ratio".rjust(10) + f"{r['whole']:7.3f}x"
@@ -327,27 +337,37 @@ def main():
         ax.grid(axis="y", which="major", alpha=0.35)
         ax.grid(axis="y", which="minor", alpha=0.12)
     if layers:
-        # Stacked: each profiled initiator's bar at its place in the panels above.
+        # The initiator side, stacked (the initiator's module, libiscsi,
+        # SCSI/block), each profiled initiator's bar at its place in the
+        # panels above, labelled with the module's own figure; the whole
+        # split is in the table and results.json.
         ax = axes[-1]
+        side = ["initiator", "libiscsi", "scsi_block"]
+        top = 0.0
         for k, i in enumerate(inits):
-            pos, base = [], []
             rows = [(x, layers.get(p, {}).get(i)) for x, p in zip(xs, points)]
             rows = [(x, d) for x, d in rows if d]
             if not rows:
                 continue
             pos = [x - 0.4 + width * (k + 0.5) for x, _ in rows]
             base = [0.0] * len(rows)
-            for lay in LAYER_COLUMNS:
+            for lay in side:
                 vals = [(d["instr_per_io"] or {q: 100 * v for q, v in d["share"].items()})[lay]
                         for _, d in rows]
-                ax.bar(pos, vals, width, bottom=base, color=LAYER_COLOR[lay],
-                       edgecolor=COLOR.get(i, "black"), linewidth=0.6,
-                       label=lay if k == 0 or lay not in ax.get_legend_handles_labels()[1] else None)
+                bars = ax.bar(pos, vals, width, bottom=base, color=LAYER_COLOR[lay],
+                              edgecolor=COLOR.get(i, "black"), linewidth=0.8,
+                              label=lay if k == 0 else None)
+                if lay == "initiator":
+                    ax.bar_label(bars, labels=[f"{v:.0f}" for v in vals], label_type="center",
+                                 fontsize=6, rotation=90)
                 base = [b + v for b, v in zip(base, vals)]
-        ax.set_ylabel("instructions per I/O by layer" if icount_clock else "% of busy samples by layer")
+            top = max([top] + base)
+        ax.set_ylabel(("instructions per I/O" if icount_clock else "% of busy samples")
+                      + "\ninitiator side, by layer")
+        ax.set_ylim(0, top * 1.3 if top else 1)
         ax.yaxis.set_major_formatter(FuncFormatter(human))
         ax.grid(axis="y", alpha=0.35)
-        ax.legend(ncol=5, fontsize=6, loc="upper left")
+        ax.legend(ncol=3, fontsize=7, loc="upper left")
     axes[-1].set_xticks(list(xs))
     axes[-1].set_xticklabels(points, rotation=35, ha="right", fontsize=8)
     handles, names = axes[0].get_legend_handles_labels()
