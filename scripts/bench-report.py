@@ -35,9 +35,8 @@ SECTIONS = [
      "lower"),
 ]
 RATIOS = [("iser_rs", "ib_iser"), ("iser_rs", "iscsi_tcp")]
-# The layers of scripts/bench-layers.py, in its column order.
-LAYER_COLUMNS = ["initiator", "libiscsi", "scsi_block", "rdma", "target", "net", "kernel",
-                 "user", "helpers"]
+# Colours of the layers the chart shows (scripts/bench-layers.py names
+# them; the report takes their list and order from its output).
 LAYER_COLOR = {"initiator": "#d9622b", "libiscsi": "#e8b04a", "scsi_block": "#8c6bb1",
                "rdma": "#3b75af", "target": "#519e3e", "net": "#7fc8c8", "kernel": "#9a9a9a",
                "user": "#d0d0d0", "helpers": "#f2f2f2"}
@@ -98,6 +97,9 @@ def main():
         meta["host"] = host
     runs = raw["runs"]
     prof = json.loads(Path(sys.argv[4]).read_text()) if len(sys.argv) > 4 else {}
+    # The layer columns, in scripts/bench-layers.py's order.
+    layer_cols = next((list(d["weights"]) for per_point in prof.values()
+                          for d in per_point.values()), [])
 
     # Points and initiators in the order the guest ran them.
     points = [p["name"] for p in meta.get("points", [])]
@@ -150,7 +152,7 @@ def main():
             if not busy:
                 continue
             whole = 1e9 / iops if icount_clock and iops else None
-            share = {k: d["weights"].get(k, 0) / busy for k in LAYER_COLUMNS}
+            share = {k: d["weights"].get(k, 0) / busy for k in layer_cols}
             layers.setdefault(p, {})[i] = {
                 "samples": d["layers"], "weights": d["weights"], "top": d.get("top", {}),
                 "ios_in_window": d["ios"],
@@ -164,7 +166,7 @@ def main():
         if a and b and a["instr_per_io"] and b["instr_per_io"]:
             layer_ratios[p] = {"iser_rs/ib_iser": {
                 k: (a["instr_per_io"][k] / b["instr_per_io"][k] if b["instr_per_io"][k] else None)
-                for k in LAYER_COLUMNS}}
+                for k in layer_cols}}
             layer_ratios[p]["iser_rs/ib_iser"]["whole"] = a["whole_instr_per_io"] / b["whole_instr_per_io"]
 
     # --- table ----------------------------------------------------------------
@@ -211,7 +213,7 @@ def main():
         print(f"== {unit} by layer (profiling pass: perf cpu-clock samples, charged by the rule in "
               "scripts/bench-layers.py; whole = 10^9 / median IOPS)")
         print("point".ljust(w) + "initiator".rjust(10) + "whole".rjust(8)
-              + "".join(c[:10].rjust(11) for c in LAYER_COLUMNS) + "   idle  ini samples (1 sigma)")
+              + "".join(c[:10].rjust(11) for c in layer_cols) + "   idle  ini samples (1 sigma)")
         for p in points:
             for i in inits:
                 d = layers.get(p, {}).get(i)
@@ -222,7 +224,7 @@ def main():
                 sigma = f"+-{100 / n_ini ** 0.5:.1f}%" if n_ini else "-"
                 print(p.ljust(w) + i.rjust(10)
                       + (f"{d['whole_instr_per_io']:8.0f}" if d["whole_instr_per_io"] else "-".rjust(8))
-                      + "".join(f"{vals[k]:11.0f}" for k in LAYER_COLUMNS)
+                      + "".join(f"{vals[k]:11.0f}" for k in layer_cols)
                       + f"{100 * d['idle_share']:6.1f}%{n_ini:9d} ({sigma})")
             for i in inits:
                 d = layers.get(p, {}).get(i)
@@ -238,7 +240,7 @@ def main():
             if r:
                 print(p.ljust(w) + "ratio".rjust(10) + f"{r['whole']:7.3f}x"
                       + "".join((f"{r[k]:10.2f}x" if r[k] is not None else "-".rjust(11))
-                                for k in LAYER_COLUMNS))
+                                for k in layer_cols))
     if failures:
         print()
         print("failed runs: " + ", ".join(f"{k} x{v}" for k, v in failures.items()))
