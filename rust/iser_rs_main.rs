@@ -45,12 +45,16 @@ module! {
     license: "GPL",
 }
 
+/// Fields drop in declaration order: the transport goes first, so no
+/// connection posts once the fault-injection attribute is gone.
 struct IserRs {
     _transport: sys::iscsi::Registration,
+    _post_faults: sys::PostFaultInjection,
 }
 
 impl kernel::Module for IserRs {
     fn init(module: &'static ThisModule) -> Result<Self> {
+        let post_faults = sys::PostFaultInjection::new();
         let transport = sys::iscsi::Registration::new::<driver::transport::IserTransport>(
             module,
             c_str!("iser"),
@@ -58,6 +62,7 @@ impl kernel::Module for IserRs {
         pr_info!("iSER transport registered\n");
         Ok(IserRs {
             _transport: transport,
+            _post_faults: post_faults,
         })
     }
 }

@@ -5,6 +5,8 @@
  * bookkeeping a transport must do itself (the failure report from inside
  * xmit_task and the unsolicited Data-Out accounting, kernel-doc at each).
  */
+#include <linux/debugfs.h>
+#include <linux/fault-inject.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
 #include <linux/namei.h>
@@ -166,7 +168,7 @@ unsigned int iser_rs_task_unsol_pdus_left(struct iscsi_task *task)
 	unsigned int left = task->unsol_r2t.data_length - task->unsol_r2t.sent;
 	unsigned int seg = task->conn->max_xmit_dlength;
 
-	if (!iscsi_task_has_unsol_data(task))
+	if (!iser_rs_task_has_unsol_data(task))
 		return 0;
 	return seg ? DIV_ROUND_UP(left, seg) : 1;
 }
@@ -265,15 +267,72 @@ static enum dma_data_direction iser_rs_dir(int to_device)
 	return to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE;
 }
 
+#ifdef CONFIG_FAULT_INJECTION_DEBUG_FS
+/*
+ * Test only: failed posts on demand, through the kernel's fault-injection
+ * framework (Documentation/fault-injection/fault-injection.rst). The
+ * attribute sits in debugfs as fail_iser_rs_post/ with the usual knobs
+ * (probability, interval, times, verbose, task-filter, and the stack-trace
+ * filter); it starts disabled (probability 0). A post it fails posts
+ * nothing of its chain and returns -ENOMEM, what a full queue answers.
+ */
+static DECLARE_FAULT_ATTR(iser_rs_fail_post);
+static struct dentry *iser_rs_fail_post_dir;
+
+/**
+ * iser_rs_fault_init() - create debugfs fail_iser_rs_post/
+ *
+ * Called once from module init. A failure to create it leaves injection
+ * off, nothing else.
+ */
+void iser_rs_fault_init(void)
+{
+	struct dentry *d;
+
+	d = fault_create_debugfs_attr("fail_iser_rs_post", NULL, &iser_rs_fail_post);
+	iser_rs_fail_post_dir = IS_ERR(d) ? NULL : d;
+}
+
+/**
+ * iser_rs_fault_exit() - remove debugfs fail_iser_rs_post/ (module exit)
+ */
+void iser_rs_fault_exit(void)
+{
+	debugfs_remove_recursive(iser_rs_fail_post_dir);
+	iser_rs_fail_post_dir = NULL;
+}
+
+static bool iser_rs_post_fails(void)
+{
+	return should_fail(&iser_rs_fail_post, 1);
+}
+#else
+void iser_rs_fault_init(void)
+{
+}
+
+void iser_rs_fault_exit(void)
+{
+}
+
+static bool iser_rs_post_fails(void)
+{
+	return false;
+}
+#endif
+
 /**
  * iser_rs_post_send() - ib_post_send() for Rust
  * @qp: the QP
  * @wr: the chain of work requests
  *
- * Return: 0 or a negative errno (nothing of the chain past the bad WR is posted).
+ * Return: 0 or a negative errno (nothing of the chain past the bad WR is
+ * posted; an injected failure, see iser_rs_fault_init(), posts none of it).
  */
 int iser_rs_post_send(struct ib_qp *qp, const struct ib_send_wr *wr)
 {
+	if (iser_rs_post_fails())
+		return -ENOMEM;
 	return ib_post_send(qp, wr, NULL);
 }
 
@@ -286,6 +345,8 @@ int iser_rs_post_send(struct ib_qp *qp, const struct ib_send_wr *wr)
  */
 int iser_rs_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr)
 {
+	if (iser_rs_post_fails())
+		return -ENOMEM;
 	return ib_post_recv(qp, wr, NULL);
 }
 
@@ -466,14 +527,21 @@ unsigned int iser_rs_scsi_bufflen(struct scsi_cmnd *sc)
 }
 
 /**
- * iser_rs_task_has_unsol_data() - iscsi_task_has_unsol_data()
+ * iser_rs_task_has_unsol_data() - iscsi_task_has_unsol_data(), for writes only
  * @task: a SCSI task
  *
- * Return: true while unsolicited Data-Out is left to send.
+ * iscsi_prep_scsi_cmd_pdu() resets task->unsol_r2t for a write only, so a
+ * read inherits what the task's previous command left there: after a
+ * write whose unsolicited Data-Out could not all be posted (the connection
+ * failed), the next read on the same task would seem to have Data-Out to
+ * send (case 054 found it: every such read failed its connection again).
+ *
+ * Return: true while a write has unsolicited Data-Out left to send.
  */
 bool iser_rs_task_has_unsol_data(struct iscsi_task *task)
 {
-	return iscsi_task_has_unsol_data(task);
+	return task->sc && task->sc->sc_data_direction == DMA_TO_DEVICE &&
+	       iscsi_task_has_unsol_data(task);
 }
 
 /**

@@ -40,6 +40,10 @@ struct Scsi_Host;
 /* Module-wide live-object counters (read-only parameters live_*). */
 void iser_rs_live_add(int which, int delta);
 
+/* Test-only post-failure injection (debugfs fail_iser_rs_post/). */
+void iser_rs_fault_init(void);
+void iser_rs_fault_exit(void);
+
 /* Forwards of static inline functions and macros (one line each). */
 int iser_rs_post_send(struct ib_qp *qp, const struct ib_send_wr *wr);
 int iser_rs_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr);

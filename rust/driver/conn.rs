@@ -440,7 +440,14 @@ impl IserConn {
     /// complete its command, perhaps with GOOD status for data that never
     /// came. libiscsi fails the open commands instead and the midlayer
     /// retries them on the next connection.
+    /// With `debug_level` >= 2 the log names the line that failed it.
+    #[track_caller]
     pub(crate) fn conn_error(&self, err: IscsiErr) {
+        iser_info!(
+            "connection failed ({}) at {}\n",
+            err,
+            core::panic::Location::caller()
+        );
         self.failed.store(true, Ordering::Release);
         if let Some(c) = self.iscsi.get() {
             c.failure(err);
@@ -449,7 +456,13 @@ impl IserConn {
 
     /// `conn_error` from inside `xmit_task` (libiscsi holds the session's
     /// frwd_lock there, which `conn_error` would take again).
+    #[track_caller]
     pub(crate) fn fail_in_xmit<D>(&self, task: &crate::sys::iscsi::Task<'_, D>, err: IscsiErr) {
+        iser_info!(
+            "connection failed in xmit ({}) at {}\n",
+            err,
+            core::panic::Location::caller()
+        );
         self.failed.store(true, Ordering::Release);
         task.fail_conn_in_xmit(err);
     }

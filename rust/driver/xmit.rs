@@ -150,7 +150,12 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     while task.has_unsol_data() {
         let (Some(mut slot), Some((base, lkey))) = (rsv.take(), local) else {
             // Reserved above / set by send_command: unreachable unless
-            // libiscsi changed the task under us.
+            // libiscsi changed the task under us (or, before the shim
+            // checked the direction, a read inherited a failed write's
+            // unsolicited state: case 054).
+            pr_warn!(
+                "unsolicited Data-Out without a reserved slot or data: failing the connection\n"
+            );
             conn.counters.proto_error();
             conn.fail_in_xmit(&task, crate::sys::iscsi::ERR_CONN_FAILED);
             return Ok(());

@@ -30,6 +30,31 @@ pub(crate) fn with_noio<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// The test-only post-failure injection point: while it lives, debugfs
+/// `fail_iser_rs_post/` (the kernel's fault-injection knobs) can make
+/// `ib_post_send`/`ib_post_recv` calls of this module fail with ENOMEM,
+/// posting nothing. Off until a test sets its probability; absent on a
+/// kernel without `CONFIG_FAULT_INJECTION_DEBUG_FS`. One per module.
+pub(crate) struct PostFaultInjection(());
+
+impl PostFaultInjection {
+    /// Creates the debugfs attribute (module init; a failure leaves
+    /// injection off and is not an error).
+    pub(crate) fn new() -> Self {
+        // SAFETY: called once, from module init, before any post.
+        unsafe { bindings::iser_rs_fault_init() };
+        PostFaultInjection(())
+    }
+}
+
+impl Drop for PostFaultInjection {
+    fn drop(&mut self) {
+        // SAFETY: the attribute of `new`; module exit, after the transport
+        // is unregistered, so no post is running.
+        unsafe { bindings::iser_rs_fault_exit() };
+    }
+}
+
 pub(crate) mod bhlock;
 pub(crate) mod bindings;
 pub(crate) mod cm;

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Failed posts (issue 14). iser_rs's debugfs fault attribute
+# fail_iser_rs_post/ (the kernel's fault-injection framework) makes its
+# ib_post_send/ib_post_recv calls fail with ENOMEM, posting nothing. With
+# the attribute's task filter, only posts made in one process's context
+# fail, so each part below fails exactly the post it names.
+# - TMF: a LUN reset and a target reset (sg_reset, whose ioctl runs
+#   libiscsi's reset handler in its own context) whose request cannot be
+#   posted: the reset fails, libiscsi fails the connection, the session
+#   comes back, the same reset then succeeds, and fio verify is clean.
+# - Commands: a fio 8 KiB write+verify job whose own submissions fail to
+#   post one in POST_FAIL_PCT (50) percent. A command whose PDU could not
+#   be posted goes back to the midlayer, which retries it; a write whose
+#   unsolicited Data-Out (InitialR2T=No) could not be posted after its
+#   command PDU went out fails the connection (the command is on the
+#   wire), and the session comes back. Expected: verify clean, no work
+#   completion with an error (a registration or invalidation the device
+#   refused), the session logged in at the end. Before the fix, a read
+#   that reused the task of such a write inherited libiscsi's stale
+#   unsolicited Data-Out state, took the Data-Out path without data and
+#   failed its connection again, and again (48 reconnects in one run).
+# - Any post, any context: under a write+verify loop, one post in the next
+#   K of any kind fails (interval K, times 1: a command, a Data-Out, a
+#   receive repost in softirq, a LOCAL_INV...), for K in 1 3 10 30 100 300;
+#   the connection fails and comes back or the command is retried, the
+#   verify stays clean, live counts are unchanged.
+# At the end: logout leaves live counts 0, no kernel report.
+. "$(dirname "$0")/../lib.sh"
+dbg=/sys/kernel/debug
+mountpoint -q $dbg || mount -t debugfs none $dbg 2>/dev/null
+restore() {
+    [ -d $dbg/fail_iser_rs_post ] && echo 0 > $dbg/fail_iser_rs_post/probability
+    case_cleanup
+    target_unsolicited no
+}
+trap restore EXIT
+setup_rdma rxe
+setup_target 1
+target_unsolicited yes
+start_iscsid
+load_initiator iser_rs
+f=$dbg/fail_iser_rs_post
+echo "${POST_FAIL_DEBUG:-0}" > /sys/module/iser_rs/parameters/debug_level
+[ -d $f ] || skip "no $f (a kernel without CONFIG_FAULT_INJECTION_DEBUG_FS)"
+echo 0 > $f/times
+echo ${POST_FAIL_VERBOSE:-0} > $f/verbose
+echo 1 > $f/interval
+echo 100 > $f/probability
+kmsg_watch_start
+login_node $TGT_IP4:$TGT_PORT node.session.timeo.replacement_timeout=120 $FAST_NOOP \
+    node.session.iscsi.InitialR2T=No node.session.iscsi.ImmediateData=Yes \
+    node.session.iscsi.FirstBurstLength=262144 || die "login"
+disk=$(wait_disks | head -1) || die "no disk"
+[ "$(session_param InitialR2T)" = No ] || die "InitialR2T=No was not negotiated"
+sg=/dev/$(ls /sys/block/${disk#/dev/}/device/scsi_generic/)
+counts0=$(live_counts)
+
+# failing CMD...: runs CMD with the iser_rs posts made in its context (and
+# its children's) failing, PCT percent of them (default 100), at most TIMES
+# (default 1000000). FAILED: how many failed.
+FAILED=0
+failing() {
+    local times=${TIMES:-1000000} rc
+    echo Y > $f/task-filter
+    echo "${PCT:-100}" > $f/probability
+    echo "$times" > $f/times
+    (echo 1 > /proc/self/make-it-fail; exec "$@")
+    rc=$?
+    FAILED=$((times - $(cat $f/times)))
+    echo 0 > $f/times
+    return $rc
+}
+
+# TMF.
+for how in d t; do
+    what=$([ $how = d ] && echo "LUN reset" || echo "target reset")
+    c0=$(iser_connects)
+    TIMES=1 failing sg_reset -$how "$sg" 2>/dev/null &&
+        log "$what with its request's post failed: sg_reset reported success" ||
+        log "$what with its request's post failed: sg_reset failed (expected)"
+    ms=$(wait_sess LOGGED_IN 1 90) || die "$what: session not back 90 s after the failed post ($(sess_states))"
+    [ "$FAILED" = 1 ] || die "$what: no post failed"
+    log "$what: reconnects $(( $(iser_connects) - c0 )), session logged in ($ms ms)"
+    sg_reset -$how "$sg" || die "$what without injection"
+    fio_verify "$disk" --rw=randwrite --bs=64k --iodepth=8 --size=4M || die "verify after the failed $what"
+done
+
+# Commands: the submitter's own posts fail.
+c0=$(iser_connects)
+PCT=${POST_FAIL_PCT:-50} failing timeout 300 fio --name=postfail --filename="$disk" --direct=1 \
+    --ioengine=libaio --verify=crc32c --do_verify=1 --verify_fatal=1 --size=8M \
+    --rw=randwrite --bs=8k --iodepth=8 --loops=4 --output=/tmp/postfail-fio.log >/dev/null 2>&1 ||
+    { tail -5 /tmp/postfail-fio.log | sed 's/^/# /'; die "fio verify with failing command posts (status $?)"; }
+wcerr=$(grep -c 'iser_rs: .* failed, status' "$KMSG_WATCH_FILE")
+log "commands: $FAILED posts failed, $(( $(iser_connects) - c0 )) reconnects (failed Data-Out posts), $wcerr error completions; verify clean"
+[ "$FAILED" -gt 0 ] || die "no command post failed"
+[ "$wcerr" = 0 ] || die "work completions with an error after failed command posts"
+ms=$(wait_sess LOGGED_IN 1 90) || die "session not back after the failing command posts ($(sess_states))"
+! grep -q 'unsolicited Data-Out without a reserved slot' "$KMSG_WATCH_FILE" ||
+    die "a command without unsolicited data took the Data-Out path ($(grep -c 'unsolicited Data-Out without' "$KMSG_WATCH_FILE") times)"
+
+# Any post, any context.
+echo N > $f/task-filter
+c0=$(iser_connects)
+fio_loop_start "$disk" --rw=randwrite --bsrange=4k-256k --iodepth=8 --size=8M
+hits=0
+for k in 1 3 10 30 100 300; do
+    sleep 2
+    echo "$k" > $f/interval; echo 1 > $f/times
+    for ((i = 0; i < 100; i++)); do [ "$(cat $f/times)" = 0 ] && break; sleep 0.1; done
+    echo 0 > $f/times
+    how="no post in 10 s"
+    [ "$i" -lt 100 ] && { hits=$((hits + 1)); how="a post failed"; }
+    ms=$(wait_sess LOGGED_IN 1 90) || die "K=$k: session not back 90 s after the failed post ($(sess_states))"
+    log "any post, K=$k: $how; session logged in"
+done
+echo 1 > $f/interval
+sleep 2
+fio_loop_stop || die "fio verify across failed posts"
+[ "$hits" -gt 0 ] || die "no post failed"
+log "any post: $hits failed posts, $(( $(iser_connects) - c0 )) reconnects, fio $FIO_LOOP_RESULT"
+[ "$(grep -c 'iser_rs: .* failed, status' "$KMSG_WATCH_FILE")" = 0 ] || die "work completions with an error"
+[ "$(live_counts)" = "$counts0" ] || die "live counts changed: $counts0 -> $(live_counts)"
+logout_all
+wait_live_zero || die "live objects after logout: $(live_counts)"
+kmsg_watch_check || die "kernel report"
