@@ -469,6 +469,16 @@ void iser_rs_mr_bump_key(struct ib_mr *mr)
 }
 
 /**
+ * iser_rs_mr_set_key() - ib_update_fast_reg_key()
+ * @mr: an MR not registered on the wire by a pending work request
+ * @key: the key byte (low 8 bits of the lkey and rkey) to give it back
+ */
+void iser_rs_mr_set_key(struct ib_mr *mr, u8 key)
+{
+	ib_update_fast_reg_key(mr, key);
+}
+
+/**
  * iser_rs_dereg_mr() - ib_dereg_mr()
  * @mr: the MR
  *

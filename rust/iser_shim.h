@@ -73,6 +73,7 @@ void iser_rs_back_lock(struct iscsi_conn *conn);
 void iser_rs_back_unlock(struct iscsi_conn *conn);
 void iser_rs_dealloc_pd(struct ib_pd *pd);
 void iser_rs_mr_bump_key(struct ib_mr *mr);
+void iser_rs_mr_set_key(struct ib_mr *mr, u8 key);
 int iser_rs_dereg_mr(struct ib_mr *mr);
 struct rdma_cm_id *iser_rs_create_id(int (*handler)(struct rdma_cm_id *, struct rdma_cm_event *),
 				     void *context);

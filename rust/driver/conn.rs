@@ -443,10 +443,12 @@ impl IserConn {
     /// With `debug_level` >= 2 the log names the line that failed it.
     #[track_caller]
     pub(crate) fn conn_error(&self, err: IscsiErr) {
+        let at = core::panic::Location::caller();
         iser_info!(
-            "connection failed ({}) at {}\n",
+            "connection failed ({}) at {}:{}\n",
             err,
-            core::panic::Location::caller()
+            at.file(),
+            at.line()
         );
         self.failed.store(true, Ordering::Release);
         if let Some(c) = self.iscsi.get() {
@@ -458,10 +460,12 @@ impl IserConn {
     /// frwd_lock there, which `conn_error` would take again).
     #[track_caller]
     pub(crate) fn fail_in_xmit<D>(&self, task: &crate::sys::iscsi::Task<'_, D>, err: IscsiErr) {
+        let at = core::panic::Location::caller();
         iser_info!(
-            "connection failed in xmit ({}) at {}\n",
+            "connection failed in xmit ({}) at {}:{}\n",
             err,
-            core::panic::Location::caller()
+            at.file(),
+            at.line()
         );
         self.failed.store(true, Ordering::Release);
         task.fail_conn_in_xmit(err);

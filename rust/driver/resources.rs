@@ -177,6 +177,21 @@ impl MrPool {
             .is_some_and(|s| s.tmf_invalidated.load(Ordering::Relaxed))
     }
 
+    /// A registration of MR `i` was prepared (its key bumped) and never
+    /// posted. If the MR was still valid with `valid_rkey` (its LOCAL_INV
+    /// was to lead the failed chain), it gets that key back and stays
+    /// marked for invalidation first; otherwise it was free on the device
+    /// and the bumped key is harmless. Without this, the next registration
+    /// finds the MR valid (REG_MR on a valid MR) or invalidates it with a
+    /// key the device never saw: either fails the QP (case 054).
+    pub(crate) fn unwind(&self, i: u16, valid_rkey: Option<u32>) {
+        let (Some(s), Some(rkey)) = (self.slots.get(i as usize), valid_rkey) else {
+            return;
+        };
+        s.mr.restore_key(rkey);
+        s.dirty.store(true, Ordering::Relaxed);
+    }
+
     /// Takes the slot's "invalidate first" mark.
     pub(crate) fn take_dirty(&self, i: u16) -> bool {
         self.slots

@@ -254,6 +254,7 @@ fn send_command(
         // before names this one.
         mr.bump_key();
         if let Err(e) = mr.map_sg(&mapped) {
+            res.mrs.unwind(i, inv);
             res.mrs.put(i, inv.is_some());
             return Err(e);
         }
@@ -354,6 +355,15 @@ fn post_command(
     let owner = (imm > 0 && !data_outs).then(|| (cmd_itt(&td.bhs), td.cookie));
     let local = td.local_data;
     if let Err(e) = res.tx.post(res.qp, invs, regs, slot, payload, false, owner) {
+        // Nothing of the chain was posted: the MR is as it was before
+        // `send_command` (its release by `cleanup` keeps the mark), and a
+        // local-only registration that never happened must not mark it
+        // for invalidation (a LOCAL_INV with a key the device never saw
+        // fails the QP: case 054).
+        if let Some((i, _)) = reg {
+            res.mrs.unwind(i, inv);
+        }
+        td.local_only = false;
         td.stags = None;
         td.cmd_sent = false;
         td.send_pending = false;

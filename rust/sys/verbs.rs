@@ -224,6 +224,15 @@ impl Mr {
         unsafe { b::iser_rs_mr_bump_key(self.mr.as_ptr()) };
     }
 
+    /// Gives the MR back the key of `rkey` (its low byte): after a
+    /// `bump_key` whose registration was never posted, the key the device
+    /// still holds for the MR's live registration.
+    pub(crate) fn restore_key(&self, rkey: u32) {
+        // SAFETY: the MR is live and, as for `bump_key`, not in a posted
+        // registration (the driver only calls this when the post failed).
+        unsafe { b::iser_rs_mr_set_key(self.mr.as_ptr(), (rkey & 0xff) as u8) };
+    }
+
     /// Maps `nents` DMA-mapped SG entries into the MR's page list.
     pub(crate) fn map_sg(&self, sg: &MappedSg) -> Result {
         // SAFETY: `sg` is DMA-mapped for this MR's device (its invariant).

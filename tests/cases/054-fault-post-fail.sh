@@ -15,16 +15,29 @@
 #   command PDU went out fails the connection (the command is on the
 #   wire), and the session comes back. Expected: verify clean, no work
 #   completion with an error (a registration or invalidation the device
-#   refused), the session logged in at the end. Before the fix, a read
-#   that reused the task of such a write inherited libiscsi's stale
-#   unsolicited Data-Out state, took the Data-Out path without data and
-#   failed its connection again, and again (48 reconnects in one run).
+#   refused), no NOP-Out timeout (a connection that died silently), the
+#   session logged in at the end. It found three defects, each failing
+#   this part before its fix:
+#   * a read that reused the task of such a write inherited libiscsi's
+#     stale unsolicited Data-Out state, took the Data-Out path without
+#     data and failed its connection, again and again (48 reconnects);
+#   * a fully unsolicited write whose registration (local access only)
+#     could not be posted still marked its MR for invalidation: the MR's
+#     next registration began with a LOCAL_INV naming a key the device
+#     never saw, which rxe refuses;
+#   * a failed chain that was to invalidate an MR still valid left it
+#     unmarked and with a bumped key: its next REG_MR found it valid.
+#   Either refusal puts the QP in error, which rxe reports by flushes
+#   only, so the session hung until the NOP-Out timeout (22 times in one
+#   run with neither MR fix, 4 with only the first).
 # - Any post, any context: under a write+verify loop, one post in the next
 #   K of any kind fails (interval K, times 1: a command, a Data-Out, a
 #   receive repost in softirq, a LOCAL_INV...), for K in 1 3 10 30 100 300;
 #   the connection fails and comes back or the command is retried, the
 #   verify stays clean, live counts are unchanged.
-# At the end: logout leaves live counts 0, no kernel report.
+# At the end: logout leaves live counts 0, no kernel report. The case runs
+# at debug_level 2 and checks that a connection failed from xmit names
+# its source line.
 . "$(dirname "$0")/../lib.sh"
 dbg=/sys/kernel/debug
 mountpoint -q $dbg || mount -t debugfs none $dbg 2>/dev/null
@@ -40,14 +53,15 @@ target_unsolicited yes
 start_iscsid
 load_initiator iser_rs
 f=$dbg/fail_iser_rs_post
-echo "${POST_FAIL_DEBUG:-0}" > /sys/module/iser_rs/parameters/debug_level
+# debug_level 2: each connection failure logs the source line that failed it.
+echo 2 > /sys/module/iser_rs/parameters/debug_level
 [ -d $f ] || skip "no $f (a kernel without CONFIG_FAULT_INJECTION_DEBUG_FS)"
 echo 0 > $f/times
 echo ${POST_FAIL_VERBOSE:-0} > $f/verbose
 echo 1 > $f/interval
 echo 100 > $f/probability
 kmsg_watch_start
-login_node $TGT_IP4:$TGT_PORT node.session.timeo.replacement_timeout=120 $FAST_NOOP \
+login_node $TGT_IP4:$TGT_PORT node.session.timeo.replacement_timeout=120 \
     node.session.iscsi.InitialR2T=No node.session.iscsi.ImmediateData=Yes \
     node.session.iscsi.FirstBurstLength=262144 || die "login"
 disk=$(wait_disks | head -1) || die "no disk"
@@ -92,10 +106,14 @@ PCT=${POST_FAIL_PCT:-50} failing timeout 300 fio --name=postfail --filename="$di
     --rw=randwrite --bs=8k --iodepth=8 --loops=4 --output=/tmp/postfail-fio.log >/dev/null 2>&1 ||
     { tail -5 /tmp/postfail-fio.log | sed 's/^/# /'; die "fio verify with failing command posts (status $?)"; }
 wcerr=$(grep -c 'iser_rs: .* failed, status' "$KMSG_WATCH_FILE")
-log "commands: $FAILED posts failed, $(( $(iser_connects) - c0 )) reconnects (failed Data-Out posts), $wcerr error completions; verify clean"
+log "commands: $FAILED posts failed, $(( $(iser_connects) - c0 )) reconnects, $wcerr error completions; verify clean; this connection's local invalidations (MRs left valid by local-only registrations): $(session_stat local_invalidations)"
 [ "$FAILED" -gt 0 ] || die "no command post failed"
 [ "$wcerr" = 0 ] || die "work completions with an error after failed command posts"
 ms=$(wait_sess LOGGED_IN 1 90) || die "session not back after the failing command posts ($(sess_states))"
+log "reconnect causes: $(grep -c 'iser_rs: connection failed in xmit' "$KMSG_WATCH_FILE") failed in xmit (a Data-Out post), $(grep -c 'ping timeout' "$KMSG_WATCH_FILE") NOP-Out timeouts (so far in the case)"
+# A NOP-Out timeout here means the connection was dead and nobody said so
+# (before the fix: the initiator's QP in error after a refused REG_MR).
+[ "$(grep -c 'ping timeout' "$KMSG_WATCH_FILE")" = 0 ] || die "NOP-Out timeouts: a connection died silently"
 ! grep -q 'unsolicited Data-Out without a reserved slot' "$KMSG_WATCH_FILE" ||
     die "a command without unsolicited data took the Data-Out path ($(grep -c 'unsolicited Data-Out without' "$KMSG_WATCH_FILE") times)"
 
@@ -123,4 +141,6 @@ log "any post: $hits failed posts, $(( $(iser_connects) - c0 )) reconnects, fio 
 [ "$(live_counts)" = "$counts0" ] || die "live counts changed: $counts0 -> $(live_counts)"
 logout_all
 wait_live_zero || die "live objects after logout: $(live_counts)"
+grep -qE 'iser_rs: connection failed .* at [^ ]+\.rs:[0-9]+$' "$KMSG_WATCH_FILE" ||
+    die "debug_level 2: no connection failure named its source line"
 kmsg_watch_check || die "kernel report"
