@@ -304,6 +304,9 @@ void iser_rs_fault_exit(void)
 
 static bool iser_rs_post_fails(void)
 {
+	/* Off (probability 0) is the rule: no call on the data path then. */
+	if (likely(!READ_ONCE(iser_rs_fail_post.probability)))
+		return false;
 	return should_fail(&iser_rs_fail_post, 1);
 }
 #else

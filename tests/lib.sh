@@ -281,6 +281,10 @@ login_node() {
 # FAST_NOOP: node settings for login_node that make iSCSI notice a dead link
 # in ~4 s (NOP-Out every 2 s, 2 s to answer) instead of the default 10 s.
 FAST_NOOP="node.conn[0].timeo.noop_out_interval=2 node.conn[0].timeo.noop_out_timeout=2"
+# UNSOL_LOGIN: node settings for login_node that ask for unsolicited
+# Data-Out (InitialR2T=No, ImmediateData=Yes, FirstBurstLength 256 KiB);
+# the target must allow it (target_unsolicited yes). Cases 035 and 054.
+UNSOL_LOGIN="node.session.iscsi.InitialR2T=No node.session.iscsi.ImmediateData=Yes node.session.iscsi.FirstBurstLength=262144"
 
 # iser_connects: how many connections iser_rs has established since it was
 # loaded (its `connects` counter; counting "connected" lines in dmesg

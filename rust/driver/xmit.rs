@@ -254,8 +254,9 @@ fn send_command(
         // before names this one.
         mr.bump_key();
         if let Err(e) = mr.map_sg(&mapped) {
+            // `unwind` keeps the invalidation mark; `put` adds none.
             res.mrs.unwind(i, inv);
-            res.mrs.put(i, inv.is_some());
+            res.mrs.put(i, false);
             return Err(e);
         }
         let td = task.data().ok_or(EINVAL)?;

@@ -24,9 +24,7 @@ target_unsolicited yes
 start_iscsid
 load_initiator iser_rs
 kmsg_watch_start
-login_node $TGT_IP4:$TGT_PORT node.session.timeo.replacement_timeout=120 $FAST_NOOP \
-    node.session.iscsi.InitialR2T=No node.session.iscsi.ImmediateData=Yes \
-    node.session.iscsi.FirstBurstLength=262144 || die "login"
+login_node $TGT_IP4:$TGT_PORT node.session.timeo.replacement_timeout=120 $FAST_NOOP $UNSOL_LOGIN || die "login"
 disk=$(wait_disks | head -1) || die "no disk"
 r2t=$(session_param InitialR2T) imm=$(session_param ImmediateData)
 fb=$(session_param FirstBurstLength) mxdsl=$(session_param MaxXmitDataSegmentLength)

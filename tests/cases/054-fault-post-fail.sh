@@ -61,9 +61,7 @@ echo ${POST_FAIL_VERBOSE:-0} > $f/verbose
 echo 1 > $f/interval
 echo 100 > $f/probability
 kmsg_watch_start
-login_node $TGT_IP4:$TGT_PORT node.session.timeo.replacement_timeout=120 \
-    node.session.iscsi.InitialR2T=No node.session.iscsi.ImmediateData=Yes \
-    node.session.iscsi.FirstBurstLength=262144 || die "login"
+login_node $TGT_IP4:$TGT_PORT node.session.timeo.replacement_timeout=120 $UNSOL_LOGIN || die "login"
 disk=$(wait_disks | head -1) || die "no disk"
 [ "$(session_param InitialR2T)" = No ] || die "InitialR2T=No was not negotiated"
 sg=/dev/$(ls /sys/block/${disk#/dev/}/device/scsi_generic/)
