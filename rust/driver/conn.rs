@@ -472,9 +472,11 @@ impl IserConn {
     }
 
     /// A completion handler's first step (softirq): true if the WR did not
-    /// succeed. A flushed WR means the connection is going away; any other
-    /// status is counted (`err_completion`), logged naming `what` failed,
-    /// and fails the connection.
+    /// succeed. Any status but a flush is counted (`err_completion`),
+    /// logged naming `what` failed, and fails the connection. A flush is
+    /// the connection going away when it was torn down (`quiesce`), failed
+    /// or lost; otherwise the QP went to error on its own and fails the
+    /// connection here (`unasked_flush`).
     pub(crate) fn wc_failed(&self, wc: &Wc<'_>, what: &str) -> bool {
         if wc.ok() {
             return false;
@@ -483,8 +485,33 @@ impl IserConn {
             self.counters.wc_error();
             pr_warn!("{} failed, status {}\n", what, wc.status());
             self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
+        } else {
+            self.unasked_flush();
         }
         true
+    }
+
+    /// A flush on a connection that is up, neither failed nor torn down:
+    /// the QP went to error with no error completion of ours and no CM
+    /// event. rxe does that when it refuses the target's access (a bad
+    /// STag: it NAKs and moves our QP to error), and it reports a refused
+    /// local operation (REG_MR, LOCAL_INV) the same way. Left alone, the
+    /// connection is dead and nothing says so until a NOP-Out or a SCSI
+    /// command times out (case 061, `--stay-on-error`). As nvme-rdma does,
+    /// the first such flush fails the connection; the rest find it failed.
+    /// Softirq.
+    fn unasked_flush(&self) {
+        if self.state() != State::Up
+            || self.failed.load(Ordering::Acquire)
+            || self.drained.load(Ordering::Acquire)
+        {
+            return;
+        }
+        // Once per connection: `conn_error` marks it failed.
+        if !self.logged_out.load(Ordering::Acquire) {
+            pr_warn!("QP in error state without an error completion (a flush before any teardown): connection failed\n");
+        }
+        self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
     }
 
     pub(crate) fn proto_error(&self, e: proto::ProtoError) {

@@ -115,6 +115,9 @@ pub struct Config {
     pub probe: u32,
     pub probe_delay_ms: u64,
     pub abort_probe: bool,
+    /// A failed probe (or late write) leaves the connection up, its QP in
+    /// error, instead of disconnecting (`--stay-on-error`).
+    pub stay_on_error: bool,
     /// The mode fires only on READs (Some(true)) or WRITEs (Some(false)).
     pub on_reads: Option<bool>,
     /// ABORT TASK of a stalled command: its SCSI Response, then Function
@@ -182,6 +185,9 @@ pub const USAGE: &str = "usage: iser-peer [options] ADDRESS [PORT]
                          and use the STag of a released command the way it
                          was granted (RDMA Write into a Read STag, RDMA Read
                          from a Write STag); counted as probes_*
+  --stay-on-error        when a probe or a late write fails, stay connected
+                         (both QPs are in error, no CM event is sent): the
+                         initiator must notice its QP's error by itself
   --login-stay N         answer the first N Login Requests that ask to go to
                          full feature phase with T=0 (stay in operational
                          negotiation; counted as login_stays)
@@ -222,6 +228,7 @@ impl Config {
             probe: 0,
             probe_delay_ms: 300,
             abort_probe: false,
+            stay_on_error: false,
             on_reads: None,
             race_tmf: false,
             leak_stags: None,
@@ -263,6 +270,7 @@ impl Config {
                 "--probe" => c.probe = num(args.next(), &a)?,
                 "--probe-delay-ms" => c.probe_delay_ms = num(args.next(), &a)?,
                 "--abort-probe" => c.abort_probe = true,
+                "--stay-on-error" => c.stay_on_error = true,
                 "--race-tmf" => c.race_tmf = true,
                 "--leak-stags" => {
                     c.leak_stags = Some(args.next().ok_or("--leak-stags needs a file")?.into())

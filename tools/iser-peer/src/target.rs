@@ -594,6 +594,13 @@ impl Peer {
                 c.name,
                 w.status_str()
             ));
+            if self.cfg.stay_on_error {
+                // Both QPs are in error now (the initiator's answered a
+                // refused access with a NAK and moved to error; rxe tells
+                // its owner by flushes only): no disconnect from us.
+                log(&format!("{}: staying connected (--stay-on-error)", c.name));
+                return Ok(());
+            }
             return Err(format!("{what} ended the connection"));
         }
         if kind == K_STEAL {
