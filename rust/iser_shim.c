@@ -11,6 +11,7 @@
 #include <linux/moduleparam.h>
 #include <linux/namei.h>
 #include <linux/path.h>
+#include <linux/random.h>
 #include <linux/rcupdate.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
@@ -273,11 +274,16 @@ static enum dma_data_direction iser_rs_dir(int to_device)
  * framework (Documentation/fault-injection/fault-injection.rst). The
  * attribute sits in debugfs as fail_iser_rs_post/ with the usual knobs
  * (probability, interval, times, verbose, task-filter, and the stack-trace
- * filter); it starts disabled (probability 0). A post it fails posts
- * nothing of its chain and returns -ENOMEM, what a full queue answers.
+ * filter); it starts disabled (probability 0). A post it fails returns
+ * -ENOMEM, what a full queue answers, and posts nothing of its chain. With
+ * fail_iser_rs_post/partial set to 1 only send chains of n > 1 work
+ * requests fail, each after posting a random prefix of 1 to n - 1 of them,
+ * as a real ib_post_send() does when a work request past the head is
+ * refused.
  */
 static DECLARE_FAULT_ATTR(iser_rs_fail_post);
 static struct dentry *iser_rs_fail_post_dir;
+static u32 iser_rs_fail_post_partial;
 
 /**
  * iser_rs_fault_init() - create debugfs fail_iser_rs_post/
@@ -291,6 +297,9 @@ void iser_rs_fault_init(void)
 
 	d = fault_create_debugfs_attr("fail_iser_rs_post", NULL, &iser_rs_fail_post);
 	iser_rs_fail_post_dir = IS_ERR(d) ? NULL : d;
+	if (iser_rs_fail_post_dir)
+		debugfs_create_u32("partial", 0600, iser_rs_fail_post_dir,
+				   &iser_rs_fail_post_partial);
 }
 
 /**
@@ -302,12 +311,55 @@ void iser_rs_fault_exit(void)
 	iser_rs_fail_post_dir = NULL;
 }
 
-static bool iser_rs_post_fails(void)
+/*
+ * Whether this post fails: @send is the send chain, NULL for a receive.
+ * With "partial" set only send chains of two or more work requests fail.
+ */
+static bool iser_rs_post_fails(const struct ib_send_wr *send)
 {
 	/* Off (probability 0) is the rule: no call on the data path then. */
 	if (likely(!READ_ONCE(iser_rs_fail_post.probability)))
 		return false;
+	if (READ_ONCE(iser_rs_fail_post_partial) && (!send || !send->next))
+		return false;
 	return should_fail(&iser_rs_fail_post, 1);
+}
+
+/*
+ * An injected failure of the send chain @wr of at least two work requests
+ * ("partial" set): posts a random prefix of it, one work request at a time
+ * (a copy with no successor: the chain is the caller's). Returns how many
+ * were posted.
+ */
+static u32 iser_rs_fail_post_prefix(struct ib_qp *qp, const struct ib_send_wr *wr)
+{
+	const struct ib_send_wr *w;
+	u32 n = 0, k, i;
+
+	if (!READ_ONCE(iser_rs_fail_post_partial))
+		return 0;
+	for (w = wr; w; w = w->next)
+		n++;
+	if (n < 2)
+		return 0;
+	k = 1 + get_random_u32_below(n - 1);
+	for (i = 0, w = wr; i < k; i++, w = w->next) {
+		union {
+			struct ib_send_wr send;
+			struct ib_reg_wr reg;
+		} one;
+
+		if (w->opcode == IB_WR_REG_MR)
+			one.reg = *reg_wr(w);
+		else if (w->opcode == IB_WR_SEND || w->opcode == IB_WR_LOCAL_INV)
+			one.send = *w;
+		else
+			break;
+		one.send.next = NULL;
+		if (ib_post_send(qp, &one.send, NULL))
+			break;
+	}
+	return i;
 }
 #else
 void iser_rs_fault_init(void)
@@ -318,9 +370,14 @@ void iser_rs_fault_exit(void)
 {
 }
 
-static bool iser_rs_post_fails(void)
+static bool iser_rs_post_fails(const struct ib_send_wr *send)
 {
 	return false;
+}
+
+static u32 iser_rs_fail_post_prefix(struct ib_qp *qp, const struct ib_send_wr *wr)
+{
+	return 0;
 }
 #endif
 
@@ -328,15 +385,30 @@ static bool iser_rs_post_fails(void)
  * iser_rs_post_send() - ib_post_send() for Rust
  * @qp: the QP
  * @wr: the chain of work requests
+ * @posted: on failure, how many work requests of the chain, from its head,
+ *	were posted before the one refused (the device runs them)
  *
- * Return: 0 or a negative errno (nothing of the chain past the bad WR is
- * posted; an injected failure, see iser_rs_fault_init(), posts none of it).
+ * Return: 0 or a negative errno (nothing of the chain from the bad WR on
+ * is posted; an injected failure, see iser_rs_fault_init(), posts none of
+ * it, or a prefix with "partial" set).
  */
-int iser_rs_post_send(struct ib_qp *qp, const struct ib_send_wr *wr)
+int iser_rs_post_send(struct ib_qp *qp, const struct ib_send_wr *wr, u32 *posted)
 {
-	if (iser_rs_post_fails())
+	const struct ib_send_wr *bad = NULL, *w;
+	u32 n = 0;
+	int ret;
+
+	if (iser_rs_post_fails(wr)) {
+		*posted = iser_rs_fail_post_prefix(qp, wr);
 		return -ENOMEM;
-	return ib_post_send(qp, wr, NULL);
+	}
+	ret = ib_post_send(qp, wr, &bad);
+	if (ret) {
+		for (w = wr; w && w != bad; w = w->next)
+			n++;
+		*posted = n;
+	}
+	return ret;
 }
 
 /**
@@ -348,7 +420,7 @@ int iser_rs_post_send(struct ib_qp *qp, const struct ib_send_wr *wr)
  */
 int iser_rs_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr)
 {
-	if (iser_rs_post_fails())
+	if (iser_rs_post_fails(NULL))
 		return -ENOMEM;
 	return ib_post_recv(qp, wr, NULL);
 }

@@ -45,7 +45,7 @@ void iser_rs_fault_init(void);
 void iser_rs_fault_exit(void);
 
 /* Forwards of static inline functions and macros (one line each). */
-int iser_rs_post_send(struct ib_qp *qp, const struct ib_send_wr *wr);
+int iser_rs_post_send(struct ib_qp *qp, const struct ib_send_wr *wr, u32 *posted);
 int iser_rs_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr);
 u64 iser_rs_dma_map_single(struct ib_device *dev, void *addr, size_t len, int to_device);
 void iser_rs_dma_unmap_single(struct ib_device *dev, u64 addr, size_t len, int to_device);

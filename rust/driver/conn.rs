@@ -326,7 +326,7 @@ impl IserConn {
             None,
         ) {
             self.login_tx_done(idx);
-            return Err(e);
+            return Err(e.into());
         }
         res.login_tx.posted(ltok);
         Ok(())

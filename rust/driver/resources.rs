@@ -25,8 +25,8 @@ use crate::sys::cm::CmIdRef;
 use crate::sys::errno::ENOTCONN;
 use crate::sys::pool::IndexPool;
 use crate::sys::verbs::{
-    Cq, CqeHandler, Device, DmaBuf, DmaSlots, Mr, Pd, QpRef, RegReq, SendPayload, SlotToken,
-    WithCqe,
+    Cq, CqeHandler, Device, DmaBuf, DmaSlots, Mr, Pd, PostFailed, QpRef, RegReq, SendPayload,
+    SlotToken, WithCqe,
 };
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use kernel::error::code::EINVAL;
@@ -283,8 +283,9 @@ impl TxPool {
     /// Posts `[invs] → [regs] → Send(payload)` using header slot `slot`,
     /// signaled if `always_signal`, if it is the last Send of a command's
     /// data (`owner`: raw ITT and cookie, told when it completes), or if it
-    /// is the `signal_every`th. On error the slot is released and nothing
-    /// was posted.
+    /// is the `signal_every`th. On error the slot is released and the Send
+    /// was not posted; the invalidations and registrations before it may
+    /// have been, `PostFailed::posted` says how many WRs were.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn post(
         &self,
@@ -295,10 +296,10 @@ impl TxPool {
         payload: SendPayload<'_>,
         always_signal: bool,
         owner: Option<(u32, u64)>,
-    ) -> Result {
+    ) -> core::result::Result<(), PostFailed> {
         // A token dropped on the error paths below releases its slot.
         let Some(d) = self.descs.get(slot.index() as usize) else {
-            return Err(EINVAL);
+            return Err(EINVAL.into());
         };
         let (itt, cookie) = owner.unwrap_or((0, 0));
         d.owner_itt.store(itt, Ordering::Relaxed);

@@ -356,6 +356,29 @@ fn post_command(
     let owner = (imm > 0 && !data_outs).then(|| (cmd_itt(&td.bhs), td.cookie));
     let local = td.local_data;
     if let Err(e) = res.tx.post(res.qp, invs, regs, slot, payload, false, owner) {
+        td.local_only = false;
+        td.stags = None;
+        td.cmd_sent = false;
+        td.send_pending = false;
+        conn.counters.post_error();
+        if e.posted > 0 {
+            // Part of the chain ran on the device (the LOCAL_INV, or the
+            // REG_MR too) and the Send, which is last, did not: the MR is
+            // no longer in the state the pool keeps for it (valid under a
+            // key nobody was told, or invalidated), and undoing that is
+            // another post that may fail. The connection fails instead:
+            // nothing registers with its MRs again, and its QP is drained
+            // (stop_conn) before the session retries the command, which
+            // goes back to the midlayer with its CmdSN unused (case 054,
+            // partial chains: before this, the MR's next REG_MR was
+            // refused and the QP went to error).
+            pr_warn!(
+                "command chain posted in part ({} of its work requests): failing the connection\n",
+                e.posted
+            );
+            conn.fail_in_xmit(task, crate::sys::iscsi::ERR_CONN_FAILED);
+            return Err(e.err);
+        }
         // Nothing of the chain was posted: the MR is as it was before
         // `send_command` (its release by `cleanup` keeps the mark), and a
         // local-only registration that never happened must not mark it
@@ -364,11 +387,7 @@ fn post_command(
         if let Some((i, _)) = reg {
             res.mrs.unwind(i, inv);
         }
-        td.local_only = false;
-        td.stags = None;
-        td.cmd_sent = false;
-        td.send_pending = false;
-        return Err(e);
+        return Err(e.err);
     }
     if inv.is_some() {
         conn.counters.local_inv(1);
@@ -397,9 +416,9 @@ fn xmit_mgmt(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     }
     if !is_login && data_len == 0 {
         let h = fill_hdr(&res.tx.slots, &mut slot, &iser, &bhs[..hdr_len], res.lkey);
-        return res
+        return Ok(res
             .tx
-            .post(res.qp, &[], &[], slot, SendPayload::Sges(&[h]), true, None);
+            .post(res.qp, &[], &[], slot, SendPayload::Sges(&[h]), true, None)?);
     }
     // Login, and any management PDU with data, go through the login send
     // buffer: header and data in one SGE (at most 8 KiB of data, the login

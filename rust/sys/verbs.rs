@@ -725,6 +725,27 @@ unsafe extern "C" fn cqe_done_trampoline<T: CqeHandler>(_cq: *mut b::ib_cq, wc: 
 }
 
 /// A local data segment.
+/// A refused `post_send`: `posted` work requests of the chain, from its
+/// head, went to the device before the refused one, and run as posted
+/// (`ib_post_send` stops at the bad one).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PostFailed {
+    pub(crate) err: Error,
+    pub(crate) posted: u32,
+}
+
+impl From<Error> for PostFailed {
+    fn from(err: Error) -> Self {
+        PostFailed { err, posted: 0 }
+    }
+}
+
+impl From<PostFailed> for Error {
+    fn from(f: PostFailed) -> Self {
+        f.err
+    }
+}
+
 #[derive(Clone, Copy)]
 pub(crate) struct Sge {
     pub(crate) addr: u64,
@@ -791,7 +812,8 @@ impl QpRef {
     /// Posts, in one chain: local invalidations of `invs` (MRs left valid
     /// by an aborted command), `regs` fast registrations, then one Send of
     /// `payload`. Only the Send may be signaled (`signaled`); a failing
-    /// earlier WR still completes, with an error, to `cqe`.
+    /// earlier WR still completes, with an error, to `cqe`. A refused chain
+    /// may have been posted in part ([`PostFailed::posted`]).
     pub(crate) fn post_send(
         self,
         invs: &[u32],
@@ -799,9 +821,9 @@ impl QpRef {
         cqe: &Cqe,
         payload: SendPayload<'_>,
         signaled: bool,
-    ) -> Result {
+    ) -> core::result::Result<(), PostFailed> {
         if regs.len() > 2 || invs.len() > 2 {
-            return Err(EINVAL);
+            return Err(EINVAL.into());
         }
         let mut sg = [b::ib_sge::default(); MAX_SGE];
         let mut send = b::ib_send_wr {
@@ -811,7 +833,7 @@ impl QpRef {
         match payload {
             SendPayload::Sges(sges) => {
                 if sges.len() > MAX_SGE {
-                    return Err(EINVAL);
+                    return Err(EINVAL.into());
                 }
                 for (d, s) in sg.iter_mut().zip(sges) {
                     *d = b::ib_sge {
@@ -827,7 +849,7 @@ impl QpRef {
                 // from it during the post (ib_verbs.h, IB_SEND_INLINE).
                 sg[0] = b::ib_sge {
                     addr: bytes.as_ptr() as u64,
-                    length: u32::try_from(bytes.len()).map_err(|_| EINVAL)?,
+                    length: u32::try_from(bytes.len()).map_err(|_| PostFailed::from(EINVAL))?,
                     lkey: 0,
                 };
                 send.num_sge = 1;
@@ -862,7 +884,24 @@ impl QpRef {
         // SAFETY: the chain lives across the call (the provider copies it,
         // and an inline payload, borrowed for the call, with it); the Cqe,
         // SGE memory and MRs outlive completion (module docs).
-        kernel::error::to_result(unsafe { b::iser_rs_post_send(self.as_ptr(), next) })
+        unsafe { self.post_send_chain(next) }
+    }
+
+    /// Posts the send chain headed by `head`.
+    ///
+    /// # Safety
+    ///
+    /// `head` and the work requests it links are valid for the call, and
+    /// what they name (completion handles, SGE memory, MRs) outlives their
+    /// completion.
+    unsafe fn post_send_chain(
+        self,
+        head: *const b::ib_send_wr,
+    ) -> core::result::Result<(), PostFailed> {
+        let mut posted = 0u32;
+        // SAFETY: the caller's contract; `posted` is a live u32.
+        let ret = unsafe { b::iser_rs_post_send(self.as_ptr(), head, &mut posted) };
+        kernel::error::to_result(ret).map_err(|err| PostFailed { err, posted })
     }
 
     /// Posts local invalidation of `rkeys` (at most 2), the last signaled.
@@ -901,8 +940,10 @@ impl QpRef {
             };
             w.next = next;
         }
-        // SAFETY: as in `post_send`.
-        kernel::error::to_result(unsafe { b::iser_rs_post_send(self.as_ptr(), &wr[0]) })
+        // SAFETY: as in `post_send`. A refused chain fails the connection
+        // whether or not its head was posted (every caller), so `posted` is
+        // not needed.
+        unsafe { self.post_send_chain(&wr[0]) }.map_err(|f| f.err)
     }
 
     /// Flushes the QP: moves it to error and waits for every posted WR to

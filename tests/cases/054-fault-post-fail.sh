@@ -30,6 +30,15 @@
 #   Either refusal puts the QP in error, which rxe reports by flushes
 #   only, so the session hung until the NOP-Out timeout (22 times in one
 #   run with neither MR fix, 4 with only the first).
+# - Partial chains: with fail_iser_rs_post/partial only send chains of two
+#   or more WRs fail, each after posting a random prefix (as ib_post_send
+#   does when a WR past the head is refused): four command chains of a
+#   fio 4k-512k write+verify job ran their LOCAL_INV, or their REG_MR too,
+#   and not their Send. Expected: each fails its connection ("command
+#   chain posted in part"), verify clean, no error completion, no QP in
+#   error on its own. Before the fix the MR was put back as if nothing
+#   had run: valid behind the pool's back, its next REG_MR was refused and
+#   the QP went to error (1 in the first run).
 # - Any post, any context: under a write+verify loop, one post in the next
 #   K of any kind fails (interval K, times 1: a command, a Data-Out, a
 #   receive repost in softirq, a LOCAL_INV...), for K in 1 3 10 30 100 300;
@@ -42,7 +51,8 @@
 dbg=/sys/kernel/debug
 mountpoint -q $dbg || mount -t debugfs none $dbg 2>/dev/null
 restore() {
-    [ -d $dbg/fail_iser_rs_post ] && echo 0 > $dbg/fail_iser_rs_post/probability
+    [ -d $dbg/fail_iser_rs_post ] && echo 0 > $dbg/fail_iser_rs_post/probability &&
+        echo 0 > $dbg/fail_iser_rs_post/partial
     case_cleanup
     target_unsolicited no
 }
@@ -114,6 +124,34 @@ log "reconnect causes: $(grep -c 'iser_rs: connection failed in xmit' "$KMSG_WAT
 [ "$(grep -c 'ping timeout' "$KMSG_WATCH_FILE")" = 0 ] || die "NOP-Out timeouts: a connection died silently"
 ! grep -q 'unsolicited Data-Out without a reserved slot' "$KMSG_WATCH_FILE" ||
     die "a command without unsolicited data took the Data-Out path ($(grep -c 'unsolicited Data-Out without' "$KMSG_WATCH_FILE") times)"
+
+# Partial chains: with fail_iser_rs_post/partial set only chains of two or
+# more work requests fail, and each posts a random prefix first, as
+# ib_post_send does when a work request past the head is refused: a
+# command's LOCAL_INV, or its REG_MR too, ran on the device and its Send
+# did not. Under a fio write+verify job (4k-512k) four of its command
+# chains fail that way.
+c0=$(iser_connects)
+qe0=$(grep -c 'iser_rs: QP in error state' "$KMSG_WATCH_FILE")
+echo 1 > $f/partial
+# At most 4 chains (TIMES): each fails its connection, and a command caught
+# in 5 connection failures would exhaust its SCSI retries.
+TIMES=4 PCT=10 failing timeout 300 fio --name=partial --filename="$disk" --direct=1 \
+    --ioengine=libaio --verify=crc32c --do_verify=1 --verify_fatal=1 --size=8M \
+    --rw=randwrite --bsrange=4k-512k --iodepth=8 --loops=3 --output=/tmp/partial-fio.log >/dev/null 2>&1 ||
+    { tail -5 /tmp/partial-fio.log | sed 's/^/# /'; echo 0 > $f/partial; die "fio verify with partly posted command chains (status $?)"; }
+echo 0 > $f/partial
+ms=$(wait_sess LOGGED_IN 1 90) || die "session not back after the partly posted chains ($(sess_states))"
+qerr=$(( $(grep -c 'iser_rs: QP in error state' "$KMSG_WATCH_FILE") - qe0 ))
+partial=$(grep -c 'iser_rs: command chain posted in part' "$KMSG_WATCH_FILE")
+log "partial chains: $FAILED posts failed, $partial of them chains posted in part, $(( $(iser_connects) - c0 )) reconnects, $qerr QPs in error on their own; verify clean"
+[ "$FAILED" -gt 0 ] || die "no command post failed (partial)"
+[ "$(grep -c 'iser_rs: .* failed, status' "$KMSG_WATCH_FILE")" = 0 ] || die "work completions with an error after partly posted chains"
+# A registration that ran while the driver took it for unposted leaves the
+# MR valid behind its back: its next REG_MR is refused and the QP goes to
+# error on its own.
+[ "$qerr" = 0 ] || die "$qerr QPs went to error after partly posted chains (an MR's state lost)"
+[ "$partial" -gt 0 ] || die "no command chain was posted in part"
 
 # Any post, any context.
 echo N > $f/task-filter
