@@ -276,7 +276,7 @@ static enum dma_data_direction iser_rs_dir(int to_device)
  * (probability, interval, times, verbose, task-filter, and the stack-trace
  * filter); it starts disabled (probability 0). A post it fails returns
  * -ENOMEM, what a full queue answers, and posts nothing of its chain. With
- * fail_iser_rs_post/partial set to 1 only send chains of n > 1 work
+ * fail_iser_rs_post/partial non-zero only send chains of n > 1 work
  * requests fail, each after posting a random prefix of 1 to n - 1 of them,
  * as a real ib_post_send() does when a work request past the head is
  * refused.
@@ -355,6 +355,7 @@ static u32 iser_rs_fail_post_prefix(struct ib_qp *qp, const struct ib_send_wr *w
 			one.send = *w;
 		else
 			break;
+		/* ib_reg_wr begins with its ib_send_wr: one.send is one.reg.wr. */
 		one.send.next = NULL;
 		if (ib_post_send(qp, &one.send, NULL))
 			break;
@@ -394,7 +395,8 @@ static u32 iser_rs_fail_post_prefix(struct ib_qp *qp, const struct ib_send_wr *w
  */
 int iser_rs_post_send(struct ib_qp *qp, const struct ib_send_wr *wr, u32 *posted)
 {
-	const struct ib_send_wr *bad = NULL, *w;
+	/* A provider that fails without naming the bad WR posted nothing. */
+	const struct ib_send_wr *bad = wr, *w;
 	u32 n = 0;
 	int ret;
 
@@ -406,7 +408,8 @@ int iser_rs_post_send(struct ib_qp *qp, const struct ib_send_wr *wr, u32 *posted
 	if (ret) {
 		for (w = wr; w && w != bad; w = w->next)
 			n++;
-		*posted = n;
+		/* The whole chain cannot have been posted if it failed. */
+		*posted = w ? n : 0;
 	}
 	return ret;
 }

@@ -492,14 +492,17 @@ impl IserConn {
     }
 
     /// A flush on a connection that is up, neither failed nor torn down:
-    /// the QP went to error with no error completion of ours and no CM
-    /// event. rxe does that when it refuses the target's access (a bad
-    /// STag: it NAKs and moves our QP to error), and it reports a refused
-    /// local operation (REG_MR, LOCAL_INV) the same way. Left alone, the
-    /// connection is dead and nothing says so until a NOP-Out or a SCSI
+    /// the QP went to error with no error completion of ours and, so far,
+    /// no CM event. rxe does that when it refuses the target's access (a
+    /// bad STag: it NAKs and moves our QP to error, and no CM event ever
+    /// follows), and it reports a refused local operation (REG_MR,
+    /// LOCAL_INV) the same way; on iWARP the target closing the connection
+    /// flushes the QP before the DISCONNECTED event arrives. Left alone,
+    /// the first two leave the connection dead until a NOP-Out or a SCSI
     /// command times out (case 061, `--stay-on-error`). As nvme-rdma does,
     /// the first such flush fails the connection; the rest find it failed.
-    /// Softirq.
+    /// A QP that goes to error while Connecting (the Hello exchange) is
+    /// left to the login timeout. Softirq.
     fn unasked_flush(&self) {
         if self.state() != State::Up
             || self.failed.load(Ordering::Acquire)
@@ -509,7 +512,7 @@ impl IserConn {
         }
         // Once per connection: `conn_error` marks it failed.
         if !self.logged_out.load(Ordering::Acquire) {
-            pr_warn!("QP in error state without an error completion (a flush before any teardown): connection failed\n");
+            pr_warn!("QP in error state on a live connection (a flush before any teardown): connection failed\n");
         }
         self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
     }

@@ -362,8 +362,8 @@ fn post_command(
         td.send_pending = false;
         conn.counters.post_error();
         if e.posted > 0 {
-            // Part of the chain ran on the device (the LOCAL_INV, or the
-            // REG_MR too) and the Send, which is last, did not: the MR is
+            // Part of the chain was posted (the LOCAL_INV, or the REG_MR
+            // too) and the Send, which is last, was not: the MR is
             // no longer in the state the pool keeps for it (valid under a
             // key nobody was told, or invalidated), and undoing that is
             // another post that may fail. The connection fails instead:

@@ -724,10 +724,9 @@ unsafe extern "C" fn cqe_done_trampoline<T: CqeHandler>(_cq: *mut b::ib_cq, wc: 
     }
 }
 
-/// A local data segment.
 /// A refused `post_send`: `posted` work requests of the chain, from its
-/// head, went to the device before the refused one, and run as posted
-/// (`ib_post_send` stops at the bad one).
+/// head, were posted before the refused one; the device runs them (or
+/// flushes them) as posted (`ib_post_send` stops at the bad one).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PostFailed {
     pub(crate) err: Error,
@@ -746,6 +745,7 @@ impl From<PostFailed> for Error {
     }
 }
 
+/// A local data segment.
 #[derive(Clone, Copy)]
 pub(crate) struct Sge {
     pub(crate) addr: u64,
