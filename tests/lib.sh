@@ -336,6 +336,9 @@ kmsg_watch_start() {
     dmesg -W > "$KMSG_WATCH_FILE" 2>&1 &
     KMSG_WATCH_PID=$!
 }
+# kmsg_count RE: how many lines of the kernel log since kmsg_watch_start
+# match RE (grep's basic regular expression).
+kmsg_count() { grep -c -- "$1" "$KMSG_WATCH_FILE"; }
 kmsg_watch_check() {
     local r
     sleep 0.5

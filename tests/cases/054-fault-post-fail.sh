@@ -113,17 +113,17 @@ PCT=${POST_FAIL_PCT:-50} failing timeout 300 fio --name=postfail --filename="$di
     --ioengine=libaio --verify=crc32c --do_verify=1 --verify_fatal=1 --size=8M \
     --rw=randwrite --bs=8k --iodepth=8 --loops=4 --output=/tmp/postfail-fio.log >/dev/null 2>&1 ||
     { tail -5 /tmp/postfail-fio.log | sed 's/^/# /'; die "fio verify with failing command posts (status $?)"; }
-wcerr=$(grep -c 'iser_rs: .* failed, status' "$KMSG_WATCH_FILE")
+wcerr=$(kmsg_count 'iser_rs: .* failed, status')
 log "commands: $FAILED posts failed, $(( $(iser_connects) - c0 )) reconnects, $wcerr error completions; verify clean; this connection's local invalidations (MRs left valid by local-only registrations): $(session_stat local_invalidations)"
 [ "$FAILED" -gt 0 ] || die "no command post failed"
 [ "$wcerr" = 0 ] || die "work completions with an error after failed command posts"
 ms=$(wait_sess LOGGED_IN 1 90) || die "session not back after the failing command posts ($(sess_states))"
-log "reconnect causes: $(grep -c 'iser_rs: connection failed in xmit' "$KMSG_WATCH_FILE") failed in xmit (a Data-Out post), $(grep -c 'ping timeout' "$KMSG_WATCH_FILE") NOP-Out timeouts (so far in the case)"
+log "reconnect causes: $(kmsg_count 'iser_rs: connection failed in xmit') failed in xmit (a Data-Out post), $(kmsg_count 'ping timeout') NOP-Out timeouts (so far in the case)"
 # A NOP-Out timeout here means the connection was dead and nobody said so
 # (before the fix: the initiator's QP in error after a refused REG_MR).
-[ "$(grep -c 'ping timeout' "$KMSG_WATCH_FILE")" = 0 ] || die "NOP-Out timeouts: a connection died silently"
+[ "$(kmsg_count 'ping timeout')" = 0 ] || die "NOP-Out timeouts: a connection died silently"
 ! grep -q 'unsolicited Data-Out without a reserved slot' "$KMSG_WATCH_FILE" ||
-    die "a command without unsolicited data took the Data-Out path ($(grep -c 'unsolicited Data-Out without' "$KMSG_WATCH_FILE") times)"
+    die "a command without unsolicited data took the Data-Out path ($(kmsg_count 'unsolicited Data-Out without') times)"
 
 # Partial chains: with fail_iser_rs_post/partial set only chains of two or
 # more work requests fail, and each posts a random prefix first, as
@@ -132,7 +132,7 @@ log "reconnect causes: $(grep -c 'iser_rs: connection failed in xmit' "$KMSG_WAT
 # did not. Under a fio write+verify job (4k-512k) four of its command
 # chains fail that way.
 c0=$(iser_connects)
-qe0=$(grep -c 'iser_rs: QP in error state' "$KMSG_WATCH_FILE")
+qe0=$(kmsg_count 'iser_rs: QP in error state')
 echo 1 > $f/partial
 # At most 4 chains (TIMES): each fails its connection, and a command caught
 # in 5 connection failures would exhaust its SCSI retries.
@@ -142,11 +142,11 @@ TIMES=4 PCT=10 failing timeout 300 fio --name=partial --filename="$disk" --direc
     { tail -5 /tmp/partial-fio.log | sed 's/^/# /'; echo 0 > $f/partial; die "fio verify with partly posted command chains (status $?)"; }
 echo 0 > $f/partial
 ms=$(wait_sess LOGGED_IN 1 90) || die "session not back after the partly posted chains ($(sess_states))"
-qerr=$(( $(grep -c 'iser_rs: QP in error state' "$KMSG_WATCH_FILE") - qe0 ))
-partial=$(grep -c 'iser_rs: command chain posted in part' "$KMSG_WATCH_FILE")
+qerr=$(( $(kmsg_count 'iser_rs: QP in error state') - qe0 ))
+partial=$(kmsg_count 'iser_rs: command chain posted in part')
 log "partial chains: $FAILED posts failed, $partial of them chains posted in part, $(( $(iser_connects) - c0 )) reconnects, $qerr QPs in error on their own; verify clean"
 [ "$FAILED" -gt 0 ] || die "no command post failed (partial)"
-[ "$(grep -c 'iser_rs: .* failed, status' "$KMSG_WATCH_FILE")" = 0 ] || die "work completions with an error after partly posted chains"
+[ "$(kmsg_count 'iser_rs: .* failed, status')" = 0 ] || die "work completions with an error after partly posted chains"
 # A registration that ran while the driver took it for unposted leaves the
 # MR valid behind its back: its next REG_MR is refused and the QP goes to
 # error on its own.
@@ -173,7 +173,7 @@ sleep 2
 fio_loop_stop || die "fio verify across failed posts"
 [ "$hits" -gt 0 ] || die "no post failed"
 log "any post: $hits failed posts, $(( $(iser_connects) - c0 )) reconnects, fio $FIO_LOOP_RESULT"
-[ "$(grep -c 'iser_rs: .* failed, status' "$KMSG_WATCH_FILE")" = 0 ] || die "work completions with an error"
+[ "$(kmsg_count 'iser_rs: .* failed, status')" = 0 ] || die "work completions with an error"
 [ "$(live_counts)" = "$counts0" ] || die "live counts changed: $counts0 -> $(live_counts)"
 logout_all
 wait_live_zero || die "live objects after logout: $(live_counts)"

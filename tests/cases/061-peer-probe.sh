@@ -41,8 +41,8 @@ for variant in send-inv no-send-inv stay-on-error; do
     log "$variant: $ae probes failed with an access error, $ok succeeded, $oe failed otherwise"
     [ "$ok" = 0 ] || die "$variant: $ok probes SUCCEEDED: a completed command's STag was still valid"
     [ "$ae" -ge $NPROBE ] || die "$variant: only $ae of $NPROBE probes ended with an access error ($oe other errors)"
-    pings=$(grep -c 'ping timeout' "$KMSG_WATCH_FILE")
-    qperr=$(grep -c 'iser_rs: QP in error state' "$KMSG_WATCH_FILE")
+    pings=$(kmsg_count 'ping timeout')
+    qperr=$(kmsg_count 'iser_rs: QP in error state')
     log "$variant: $qperr connections failed on a flush nobody asked for, $pings NOP-Out timeouts"
     [ "$pings" = 0 ] || die "$variant: $pings NOP-Out timeouts: a connection died silently"
     if [ $variant = stay-on-error ]; then
