@@ -44,7 +44,7 @@ use crate::proto;
 use crate::sys::bhlock::BhSpinLock;
 use crate::sys::cm::{CmEvent, CmEventKind, CmHandler, CmId, CmIdRef};
 use crate::sys::errno::{
-    ECONNABORTED, ECONNREFUSED, EHOSTUNREACH, ENOBUFS, ENOTCONN, EPROTO, ETIMEDOUT,
+    ECONNABORTED, ECONNREFUSED, ECONNRESET, EHOSTUNREACH, ENOBUFS, ENOTCONN, EPROTO, ETIMEDOUT,
 };
 use crate::sys::iscsi::{Conn, ConnSlot, IscsiErr, SockAddr};
 use crate::sys::rcu::{RcuGuard, RcuSlot};
@@ -501,13 +501,30 @@ impl IserConn {
     /// the first two leave the connection dead until a NOP-Out or a SCSI
     /// command times out (case 061, `--stay-on-error`). As nvme-rdma does,
     /// the first such flush fails the connection; the rest find it failed.
-    /// A QP that goes to error while Connecting (the Hello exchange) is
-    /// left to the login timeout. Softirq.
+    /// While Connecting with the iSER Hello out (the QP is connected, the
+    /// login not begun: case 070, `--hello-reply probe`), the first flush
+    /// fails the attempt the way a refused HelloReply does
+    /// (`hello_verdict`, acted on by `login_rsp_work` in process context),
+    /// so `ep_poll` reports it at once instead of at the login timeout.
+    /// Softirq.
     fn unasked_flush(&self) {
-        if self.state() != State::Up
-            || self.failed.load(Ordering::Acquire)
-            || self.drained.load(Ordering::Acquire)
-        {
+        if self.drained.load(Ordering::Acquire) {
+            return;
+        }
+        if self.state() == State::Connecting {
+            // Once: the Hello is no longer awaited (a HelloReply that
+            // already arrived has its verdict stored and acted on).
+            if self.hello_sent.swap(0, Ordering::AcqRel) != 0 {
+                pr_warn!(
+                    "QP in error state while the iSER Hello was out: connection attempt failed\n"
+                );
+                self.hello_verdict
+                    .store(ECONNRESET().to_errno(), Ordering::Release);
+                self.login_rsp_work.schedule(0);
+            }
+            return;
+        }
+        if self.state() != State::Up || self.failed.load(Ordering::Acquire) {
             return;
         }
         // Once per connection: `conn_error` marks it failed.

@@ -93,6 +93,7 @@ pub(crate) mod errno {
         ENOBUFS,
         EPROTO,
         ENOSYS,
-        ECONNABORTED
+        ECONNABORTED,
+        ECONNRESET
     );
 }

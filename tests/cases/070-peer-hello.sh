@@ -44,17 +44,20 @@ logout_all
 wait_live_zero || die "live objects after logout: $(live_counts)"
 stop_peer quiet
 
-for m in bad-version:HelloVersionMismatch ord0:HelloOrdZero reject:HelloRejected ignore:; do
+for m in bad-version:HelloVersionMismatch ord0:HelloOrdZero reject:HelloRejected ignore: probe:; do
     how=${m%%:*} why=${m#*:}
     refused0=$(dmesg | grep -c "iSER HelloReply refused: $why")
-    start_peer --hello-reply "$how"
+    qperr0=$(dmesg | grep -c "QP in error state while the iSER Hello was out")
+    tmo=5 extra=()
+    [ "$how" = probe ] && tmo=30 extra=(--stay-on-error)
+    start_peer --hello-reply "$how" "${extra[@]}"
     t0=$SECONDS
     # One SendTargets attempt with a 5 s login timeout (iscsiadm's default
     # would retry 5 times with 15 s each).
     portal=$PEER_ADDR:$PEER_PORT
     iscsiadm -m discoverydb -t st -p "$portal" -I iser -o new >/dev/null || die "discoverydb new"
     iscsiadm -m discoverydb -t st -p "$portal" -I iser -o update -n discovery.sendtargets.reopen_max -v 0 >/dev/null &&
-        iscsiadm -m discoverydb -t st -p "$portal" -I iser -o update -n discovery.sendtargets.timeo.login_timeout -v 5 >/dev/null ||
+        iscsiadm -m discoverydb -t st -p "$portal" -I iser -o update -n discovery.sendtargets.timeo.login_timeout -v $tmo >/dev/null ||
         die "discoverydb update"
     if timeout 60 iscsiadm -m discoverydb -t st -p "$portal" -I iser --discover >/dev/null 2>&1; then
         die "hello=Y, $how: the discovery login succeeded"
@@ -70,6 +73,15 @@ for m in bad-version:HelloVersionMismatch ord0:HelloOrdZero reject:HelloRejected
     [ "$logins" = 0 ] || die "hello=Y, $how: $logins login requests reached the peer"
     if [ "$how" = ignore ]; then
         [ "$replies" = 0 ] || die "hello=Y, ignore: the peer replied"
+    elif [ "$how" = probe ]; then
+        took=$((SECONDS - t0))
+        qperr=$(( $(dmesg | grep -c "QP in error state while the iSER Hello was out") - qperr0 ))
+        log "hello=Y, probe: $(peer_stat probes_access_error) probe refused (remote access error), $qperr attempts failed on the flush, in $took s (login timeout $tmo s)"
+        [ "$replies" = 0 ] || die "hello=Y, probe: the peer replied"
+        [ "$(peer_stat probes_access_error)" = 1 ] ||
+            die "hello=Y, probe: the probe through a never-advertised STag was not refused ($(peer_stat probes_succeeded) succeeded, $(peer_stat probes_other_error) other errors)"
+        [ "$qperr" = 1 ] || die "hello=Y, probe: $qperr attempts failed on the QP's flush (the QP error went unnoticed)"
+        [ "$took" -lt 15 ] || die "hello=Y, probe: the attempt took $took s: left to the $tmo s login timeout"
     else
         [ "$replies" = "$hellos" ] && [ "$refused" = "$replies" ] ||
             die "hello=Y, $how: $refused of $replies replies refused as $why"

@@ -83,6 +83,11 @@ pub enum HelloAnswer {
     Reject,
     /// No HelloReply at all (as LIO and tgt, which log and drop a Hello).
     Ignore,
+    /// No HelloReply: an RDMA Write through an STag the initiator never
+    /// advertised (it has advertised none before the login), which rxe
+    /// refuses with a NAK that moves the initiator's QP to error (with
+    /// `--stay-on-error`, nothing else tells the initiator).
+    Probe,
 }
 
 /// What `--steal-stags` does with another target's STag (`--steal-how`).
@@ -196,7 +201,9 @@ pub const USAGE: &str = "usage: iser-peer [options] ADDRESS [PORT]
   --hello-reply HOW      answer an iSER Hello (the initiator's first message,
                          counted as hellos / hello_replies): ok (default:
                          as iSER §5.1.3 says), bad-version (CurVer 2),
-                         ord0 (iSER-ORD 0), reject (R bit), ignore (none)
+                         ord0 (iSER-ORD 0), reject (R bit), ignore (none),
+                         probe (none: an RDMA Write through an STag never
+                         advertised, counted as probes_*)
   --stats FILE           counters (key=value), rewritten while running and at exit
 signals: SIGUSR1 arms the mode at once (with --steal-stags: uses the STag);
   SIGUSR2 RDMA-Writes 512 bytes through the Read STag of every stalled READ
@@ -300,12 +307,11 @@ impl Config {
                         Some("ord0") => HelloAnswer::OrdZero,
                         Some("reject") => HelloAnswer::Reject,
                         Some("ignore") => HelloAnswer::Ignore,
-                        _ => {
-                            return Err(
-                                "--hello-reply takes ok, bad-version, ord0, reject or ignore"
-                                    .into(),
-                            )
-                        }
+                        Some("probe") => HelloAnswer::Probe,
+                        _ => return Err(
+                            "--hello-reply takes ok, bad-version, ord0, reject, ignore or probe"
+                                .into(),
+                        ),
                     }
                 }
                 "--login-stay" => c.login_stay = num(args.next(), &a)?,
@@ -393,6 +399,8 @@ mod tests {
         assert_eq!(c.burst, 1);
         let c = p("--hello-reply ord0 192.0.2.1").expect("--hello-reply ord0 parses");
         assert_eq!(c.hello_reply, HelloAnswer::OrdZero);
+        let c = p("--hello-reply probe 192.0.2.1").expect("--hello-reply probe parses");
+        assert_eq!(c.hello_reply, HelloAnswer::Probe);
         assert!(p("--hello-reply maybe 192.0.2.1").is_err());
         let c = p("--mode stall --every 100 --burst 32 192.0.2.1").expect("--burst N parses");
         assert_eq!((c.every, c.burst), (100, 32));

@@ -30,6 +30,10 @@ const SCRATCH_SLOT: usize = 4096;
 const WINDOW: u32 = 64;
 /// NOP-Ins the RNR mode fires at once.
 const RNR_BURST: u32 = 600;
+/// The STag of `--hello-reply probe`: MR index 0xabcd, key 0. Before its
+/// login an initiator has advertised no STag at all, so whatever this
+/// names, the access is one it never granted.
+const NEVER_ADVERTISED: u32 = 0x00ab_cd00;
 
 // wr_id kinds (top byte).
 const K_RECV: u64 = 1;
@@ -820,6 +824,28 @@ impl Peer {
                 log(&format!(
                     "{}: iSER Hello {h:?} not answered (--hello-reply ignore)",
                     c.name
+                ));
+                return Ok(());
+            }
+            HelloAnswer::Probe => {
+                log(&format!(
+                    "{}: iSER Hello {h:?} not answered: a probe through STag {NEVER_ADVERTISED:#x} instead (--hello-reply probe)",
+                    c.name
+                ));
+                let sv = StagVa {
+                    stag: NEVER_ADVERTISED,
+                    va: 0,
+                };
+                c.timers.push((
+                    Instant::now(),
+                    Timer::Probe {
+                        read: Some(sv),
+                        write: None,
+                        plan: ProbePlan {
+                            on: Dir::Read,
+                            rdma_write: true,
+                        },
+                    },
                 ));
                 return Ok(());
             }
