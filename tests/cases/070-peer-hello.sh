@@ -12,6 +12,12 @@
 # - hello=Y, ignore (no HelloReply, as LIO and tgt): nothing logs in; the
 #   connection is left to the login timeout (here the discovery record's,
 #   set to 5 s with no retry, as for the refused replies).
+# - hello=Y, probe (no HelloReply: an RDMA Write through an STag never
+#   advertised, with --stay-on-error): rxe refuses it and moves the
+#   initiator's QP to error, which only a flush tells. The attempt fails on
+#   that flush ("QP in error state while the iSER Hello was out"), well
+#   before the login timeout (30 s in this variant; before the fix it ran
+#   out).
 # Nothing is left live after each; no kernel report.
 . "$(dirname "$0")/../lib.sh"
 setup_rdma rxe
@@ -59,9 +65,11 @@ for m in bad-version:HelloVersionMismatch ord0:HelloOrdZero reject:HelloRejected
     iscsiadm -m discoverydb -t st -p "$portal" -I iser -o update -n discovery.sendtargets.reopen_max -v 0 >/dev/null &&
         iscsiadm -m discoverydb -t st -p "$portal" -I iser -o update -n discovery.sendtargets.timeo.login_timeout -v $tmo >/dev/null ||
         die "discoverydb update"
+    t1=$SECONDS
     if timeout 60 iscsiadm -m discoverydb -t st -p "$portal" -I iser --discover >/dev/null 2>&1; then
         die "hello=Y, $how: the discovery login succeeded"
     fi
+    took=$((SECONDS - t1))
     iscsiadm -m discoverydb -t st -p "$portal" -I iser -o delete >/dev/null 2>&1
     sleep 1
     [ -z "$(session_disks)" ] || die "hello=Y, $how: a disk appeared"
@@ -74,14 +82,13 @@ for m in bad-version:HelloVersionMismatch ord0:HelloOrdZero reject:HelloRejected
     if [ "$how" = ignore ]; then
         [ "$replies" = 0 ] || die "hello=Y, ignore: the peer replied"
     elif [ "$how" = probe ]; then
-        took=$((SECONDS - t0))
         qperr=$(( $(dmesg | grep -c "QP in error state while the iSER Hello was out") - qperr0 ))
         log "hello=Y, probe: $(peer_stat probes_access_error) probe refused (remote access error), $qperr attempts failed on the flush, in $took s (login timeout $tmo s)"
         [ "$replies" = 0 ] || die "hello=Y, probe: the peer replied"
         [ "$(peer_stat probes_access_error)" = 1 ] ||
             die "hello=Y, probe: the probe through a never-advertised STag was not refused ($(peer_stat probes_succeeded) succeeded, $(peer_stat probes_other_error) other errors)"
         [ "$qperr" = 1 ] || die "hello=Y, probe: $qperr attempts failed on the QP's flush (the QP error went unnoticed)"
-        [ "$took" -lt 15 ] || die "hello=Y, probe: the attempt took $took s: left to the $tmo s login timeout"
+        [ "$took" -lt 15 ] || die "hello=Y, probe: the discovery took $took s: left to the $tmo s login timeout"
     else
         [ "$replies" = "$hellos" ] && [ "$refused" = "$replies" ] ||
             die "hello=Y, $how: $refused of $replies replies refused as $why"
