@@ -123,6 +123,9 @@ pub struct Config {
     /// A failed probe (or late write) leaves the connection up, its QP in
     /// error, instead of disconnecting (`--stay-on-error`).
     pub stay_on_error: bool,
+    /// All of the peer's memory locked in RAM (`--mlock`), so that serving
+    /// a swap LUN never waits for reclaim of its own pages.
+    pub mlock: bool,
     /// The mode fires only on READs (Some(true)) or WRITEs (Some(false)).
     pub on_reads: Option<bool>,
     /// ABORT TASK of a stalled command: its SCSI Response, then Function
@@ -193,6 +196,9 @@ pub const USAGE: &str = "usage: iser-peer [options] ADDRESS [PORT]
   --stay-on-error        when a probe or a late write fails, stay connected
                          (both QPs are in error, no CM event is sent): the
                          initiator must notice its QP's error by itself
+  --mlock                lock all of the peer's memory (mlockall) once its
+                         buffers exist: a LUN the guest swaps to is served
+                         without waiting on reclaim (tests/swap-study)
   --login-stay N         answer the first N Login Requests that ask to go to
                          full feature phase with T=0 (stay in operational
                          negotiation; counted as login_stays)
@@ -236,6 +242,7 @@ impl Config {
             probe_delay_ms: 300,
             abort_probe: false,
             stay_on_error: false,
+            mlock: false,
             on_reads: None,
             race_tmf: false,
             leak_stags: None,
@@ -278,6 +285,7 @@ impl Config {
                 "--probe-delay-ms" => c.probe_delay_ms = num(args.next(), &a)?,
                 "--abort-probe" => c.abort_probe = true,
                 "--stay-on-error" => c.stay_on_error = true,
+                "--mlock" => c.mlock = true,
                 "--race-tmf" => c.race_tmf = true,
                 "--leak-stags" => {
                     c.leak_stags = Some(args.next().ok_or("--leak-stags needs a file")?.into())

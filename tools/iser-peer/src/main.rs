@@ -71,6 +71,13 @@ fn run(cfg: config::Config) -> std::io::Result<()> {
         cfg.addr, cfg.iqn, cfg.mode
     );
     let mut peer = target::Peer::new(cfg)?;
+    if peer.cfg.mlock {
+        // SAFETY: mlockall takes flags only and touches no Rust memory.
+        if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        eprintln!("iser-peer: memory locked (--mlock)");
+    }
     let mut last_write = Instant::now() - Duration::from_secs(1);
     while !STOP.load(Ordering::SeqCst) {
         let mut fds: Vec<libc::pollfd> = std::iter::once(ch.fd())
