@@ -35,6 +35,22 @@ const RNR_BURST: u32 = 600;
 /// names, the access is one it never granted.
 const NEVER_ADVERTISED: u32 = 0x00ab_cd00;
 
+/// Arms a probe at once: an RDMA Write of 512 bytes through `sv`, as if it
+/// were a Read STag, on connection `c` (counted as probes_*).
+fn write_probe_now(c: &mut Conn, sv: StagVa) {
+    c.timers.push((
+        Instant::now(),
+        Timer::Probe {
+            read: Some(sv),
+            write: None,
+            plan: ProbePlan {
+                on: Dir::Read,
+                rdma_write: true,
+            },
+        },
+    ));
+}
+
 // wr_id kinds (top byte).
 const K_RECV: u64 = 1;
 const K_SEND: u64 = 2;
@@ -287,17 +303,7 @@ impl Peer {
                     "{}: probe of our own stalled READ's Read STag {:#x}",
                     c.name, sv.stag
                 ));
-                c.timers.push((
-                    Instant::now(),
-                    Timer::Probe {
-                        read: Some(sv),
-                        write: None,
-                        plan: ProbePlan {
-                            on: Dir::Read,
-                            rdma_write: true,
-                        },
-                    },
-                ));
+                write_probe_now(c, sv);
                 n += 1;
             }
         }
@@ -836,17 +842,7 @@ impl Peer {
                     stag: NEVER_ADVERTISED,
                     va: 0,
                 };
-                c.timers.push((
-                    Instant::now(),
-                    Timer::Probe {
-                        read: Some(sv),
-                        write: None,
-                        plan: ProbePlan {
-                            on: Dir::Read,
-                            rdma_write: true,
-                        },
-                    },
-                ));
+                write_probe_now(c, sv);
                 return Ok(());
             }
         }
