@@ -582,39 +582,6 @@ struct rdma_cm_id *iser_rs_create_id(int (*handler)(struct rdma_cm_id *, struct 
 }
 
 /**
- * iser_rs_scsi_sglist() - scsi_sglist()
- * @sc: the SCSI command
- *
- * Return: the command's scatterlist.
- */
-struct scatterlist *iser_rs_scsi_sglist(struct scsi_cmnd *sc)
-{
-	return scsi_sglist(sc);
-}
-
-/**
- * iser_rs_scsi_sg_count() - scsi_sg_count()
- * @sc: the SCSI command
- *
- * Return: its entries.
- */
-unsigned int iser_rs_scsi_sg_count(struct scsi_cmnd *sc)
-{
-	return scsi_sg_count(sc);
-}
-
-/**
- * iser_rs_scsi_bufflen() - scsi_bufflen()
- * @sc: the SCSI command
- *
- * Return: its data length in bytes.
- */
-unsigned int iser_rs_scsi_bufflen(struct scsi_cmnd *sc)
-{
-	return scsi_bufflen(sc);
-}
-
-/**
  * iser_rs_task_has_unsol_data() - iscsi_task_has_unsol_data(), for writes only
  * @task: a SCSI task
  *

@@ -77,9 +77,6 @@ void iser_rs_mr_set_key(struct ib_mr *mr, u8 key);
 int iser_rs_dereg_mr(struct ib_mr *mr);
 struct rdma_cm_id *iser_rs_create_id(int (*handler)(struct rdma_cm_id *, struct rdma_cm_event *),
 				     void *context);
-struct scatterlist *iser_rs_scsi_sglist(struct scsi_cmnd *sc);
-unsigned int iser_rs_scsi_sg_count(struct scsi_cmnd *sc);
-unsigned int iser_rs_scsi_bufflen(struct scsi_cmnd *sc);
 bool iser_rs_task_has_unsol_data(struct iscsi_task *task);
 struct delayed_work;
 struct work_struct;

@@ -164,6 +164,9 @@ pub(crate) struct IserConn {
     /// command and could not be posted at once (`return_rx`): reposted by
     /// the receive path.
     orphans: [AtomicU64; ORPHAN_WORDS],
+    /// Some bit of `orphans` may be set: the receive path looks at the
+    /// words only then (set after the bit, taken before the words).
+    orphaned: AtomicBool,
     rx_gate: BhSpinLock<RxGate>,
     pub(crate) counters: Counters,
 }
@@ -198,6 +201,7 @@ impl IserConn {
                 cookies: AtomicU64::new(0),
                 tmf: TmfInFlight::new(),
                 orphans: [const { AtomicU64::new(0) }; ORPHAN_WORDS],
+                orphaned: AtomicBool::new(false),
                 rx_gate,
                 counters: Counters::new(),
             }),
@@ -795,11 +799,16 @@ impl IserConn {
         let (w, b) = (rx as usize / 64, rx as usize % 64);
         if let Some(word) = self.orphans.get(w) {
             word.fetch_or(1 << b, Ordering::AcqRel);
+            self.orphaned.store(true, Ordering::Release);
         }
     }
 
     /// Reposts the orphaned ring entries (receive path, softirq).
     pub(crate) fn repost_orphans(&self) {
+        // A plain load on the common path: nothing orphaned.
+        if !self.orphaned.load(Ordering::Acquire) || !self.orphaned.swap(false, Ordering::AcqRel) {
+            return;
+        }
         for (w, word) in self.orphans.iter().enumerate() {
             let mut bits = word.swap(0, Ordering::AcqRel);
             while bits != 0 {
@@ -847,10 +856,12 @@ impl IserConn {
         let hdr_len = proto::bhs::BHS_LEN + pdu.ahs.len();
         let start = proto::iser_hdr::ISER_HDR_LEN;
         let hdr = msg.get(start..start + hdr_len).unwrap_or(&[]);
-        let data_start = start + hdr_len;
-        let data = msg
-            .get(data_start..data_start + pdu.data.len())
-            .unwrap_or(&[]);
+        self.deliver(conn, desc, hdr, pdu.data);
+    }
+
+    /// Hands a received PDU (BHS and AHS `hdr`, data segment `data`) to
+    /// libiscsi and reposts its buffer.
+    pub(crate) fn deliver(&self, conn: Conn, desc: &WithCqe<RxDesc>, hdr: &[u8], data: &[u8]) {
         self.counters.rx_bytes(data.len() as u64);
         if let Err(e) = conn.complete_pdu(hdr, data) {
             self.counters.proto_error();

@@ -23,7 +23,9 @@ pub(crate) const DATAOUT_MAX: u32 = CMDS_MAX * 32;
 pub(crate) const SIGNAL_EVERY: usize = 16;
 /// Send descriptors (header slots): one per Data-Out in flight, per
 /// command PDU and per management PDU, plus the up to `SIGNAL_EVERY - 1`
-/// released unsignaled ones that wait for the next signaled completion.
+/// released unsignaled ones that wait for the next signaled completion
+/// (one post in `signal_every` is signaled; libiscsi's frwd_lock
+/// serialises the posts, so no more wait between two signaled ones).
 pub(crate) const TX_DESCS: u32 = DATAOUT_MAX + CMDS_MAX + MGMT_MAX + SIGNAL_EVERY as u32;
 /// FRWR MRs: two per command (a bidirectional command needs a Read and a
 /// Write STag).

@@ -55,6 +55,13 @@ fn rx_done(conn: &IserConn, desc: &WithCqe<RxDesc>, wc: &Wc<'_>) {
     // connection), and before that only the Login Responses of a
     // target that stayed in operational negotiation (T=0).
     let login_phase = desc.login || !conn.ring_in_full_feature();
+    // The fast path: a SCSI Response without AHS or data, which the full
+    // parser below would accept the same (`plain_scsi_response`).
+    if !login_phase {
+        if let Some(rsp) = proto::bhs::plain_scsi_response(msg) {
+            return scsi_response(conn, iscsi, desc, wc, rsp.itt, rsp.bhs, &[]);
+        }
+    }
     let ctx = rx_context(login_phase);
     let pdu = match proto::bhs::parse_received_send(msg, &ctx) {
         Ok(p) => p,
@@ -83,17 +90,11 @@ fn rx_done(conn: &IserConn, desc: &WithCqe<RxDesc>, wc: &Wc<'_>) {
         conn.logout_answered();
     }
     if pdu.opcode == proto::bhs::OP_SCSI_RSP {
-        conn.counters.response();
-        match on_scsi_response(conn, iscsi, &pdu, inv, desc.index, wc.byte_len()) {
-            Ok(RspAction::CompleteNow) => {}
-            Ok(RspAction::Deferred) => {
-                // Completed (and the buffer reposted) when the local
-                // invalidation finishes: see `task::inv_done`.
-                conn.counters.deferred();
-                return;
-            }
-            Err(e) => return conn.proto_error(e),
-        }
+        let hdr_len = proto::bhs::BHS_LEN + pdu.ahs.len();
+        let hdr = msg
+            .get(proto::iser_hdr::ISER_HDR_LEN..proto::iser_hdr::ISER_HDR_LEN + hdr_len)
+            .unwrap_or(&[]);
+        return scsi_response(conn, iscsi, desc, wc, pdu.itt, hdr, pdu.data);
     } else if inv.is_some() {
         // Only a SCSI Response may carry SendInvSE (iSER §7.3.2).
         return conn.proto_error(proto::ProtoError::UnexpectedRemoteInvalidation);
@@ -106,6 +107,36 @@ fn rx_done(conn: &IserConn, desc: &WithCqe<RxDesc>, wc: &Wc<'_>) {
         }
     }
     conn.complete(iscsi, desc, msg, &pdu);
+}
+
+/// A SCSI Response (BHS and AHS `hdr`, data segment `data`) through the
+/// STag and Send rules: delivered now, or held with its buffer.
+fn scsi_response(
+    conn: &IserConn,
+    iscsi: crate::sys::iscsi::Conn,
+    desc: &WithCqe<RxDesc>,
+    wc: &Wc<'_>,
+    itt: proto::bhs::Itt,
+    hdr: &[u8],
+    data: &[u8],
+) {
+    conn.counters.response();
+    match on_scsi_response(
+        conn,
+        iscsi,
+        itt,
+        wc.invalidated_rkey(),
+        desc.index,
+        wc.byte_len(),
+    ) {
+        Ok(RspAction::CompleteNow) => conn.deliver(iscsi, desc, hdr, data),
+        Ok(RspAction::Deferred) => {
+            // Completed (and the buffer reposted) when the local
+            // invalidation finishes: see `task::inv_done`.
+            conn.counters.deferred();
+        }
+        Err(e) => conn.proto_error(e),
+    }
 }
 
 /// How a received Send is parsed: as a login-phase PDU (the login buffer

@@ -12,15 +12,13 @@
 //! name the connection as their context ([`Ctx`]).
 //!
 //! Contexts: built in the CM handler (process context, NOIO scope);
-//! the pools are taken and returned from any context (lock-free, but for
-//! `TxPool`'s unsignaled batch: a BH spinlock, innermost of iser-rs).
+//! the pools are taken and returned from any context (lock-free).
 
 use super::limits::{
     max_pages, signal_every, CQ_ENTRIES, HDRS, INLINE_LEN, INV_DESCS, MAX_RECV_WR, MAX_SEND_WR,
-    MRS, RX_BUF_LEN, RX_DATA_LEN, RX_RING, SIGNAL_EVERY, TX_DESCS,
+    MRS, RX_BUF_LEN, RX_DATA_LEN, RX_RING, TX_DESCS,
 };
 use crate::proto;
-use crate::sys::bhlock::BhSpinLock;
 use crate::sys::cm::CmIdRef;
 use crate::sys::errno::ENOTCONN;
 use crate::sys::pool::IndexPool;
@@ -28,6 +26,7 @@ use crate::sys::verbs::{
     Cq, CqeHandler, Device, DmaBuf, DmaSlots, Mr, Pd, PostFailed, QpRef, RegReq, SendPayload,
     SlotToken, WithCqe,
 };
+use core::num::NonZeroU32;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use kernel::error::code::EINVAL;
 use kernel::prelude::*;
@@ -215,17 +214,16 @@ pub(crate) struct TxDesc {
     /// (`data_sent`).
     pub(crate) owner_itt: AtomicU32,
     pub(crate) owner_cookie: AtomicU64,
-    /// Unsignaled slots posted before this (signaled) Send: released with
-    /// it. Written before the post, read by its completion.
-    pub(crate) batch: [AtomicU32; SIGNAL_EVERY - 1],
-    pub(crate) batch_len: AtomicU32,
+    /// For a signaled Send: the first of the unsignaled Sends' slots it
+    /// releases when it completes (`NO_SLOT`: none), a chain through
+    /// `next_unsignaled`. Written before the post, taken by its completion.
+    batch: AtomicU32,
+    /// For a posted unsignaled Send: the next slot of the chain it is in.
+    next_unsignaled: AtomicU32,
 }
 
-/// Slots of the unsignaled Sends posted since the last signaled one.
-struct Unsignaled {
-    idx: [u32; SIGNAL_EVERY - 1],
-    n: usize,
-}
+/// No slot (the end of a chain of unsignaled Sends' slots).
+const NO_SLOT: u32 = u32::MAX;
 
 /// Send descriptors for command, Data-Out and management PDUs: one header
 /// slot (iSER header + BHS) and one completion handle each.
@@ -234,12 +232,18 @@ pub(crate) struct TxPool {
     /// reconnect never needs a high-order block for them.
     descs: KVVec<WithCqe<TxDesc>>,
     pub(crate) slots: DmaSlots,
-    /// Taken in process context (xmit, under libiscsi's frwd_lock) only;
-    /// BH-disabling anyway, so it is safe from any context. Innermost lock
-    /// of iser-rs (ib_post_send's provider lock nests inside it).
-    unsignaled: BhSpinLock<Unsignaled>,
+    /// The slots of the unsignaled Sends posted and not yet handed to a
+    /// signaled one: a lock-free stack (`next_unsignaled` links), pushed
+    /// after each unsignaled post and emptied (swapped out whole, never
+    /// popped one by one: no ABA) before each signaled post. A slot is
+    /// pushed only once its Send is on the send queue, so the signaled Send
+    /// that takes it was posted after it and, the queue completing in
+    /// order, completes after it.
+    unsignaled: AtomicU32,
+    /// Sends posted, for choosing the signaled ones.
+    posts: AtomicU32,
     /// One Send in this many is signaled (`signal_every()` at setup).
-    signal_every: usize,
+    signal_every: NonZeroU32,
 }
 
 impl TxPool {
@@ -254,8 +258,8 @@ impl TxPool {
                         index,
                         owner_itt: AtomicU32::new(0),
                         owner_cookie: AtomicU64::new(0),
-                        batch: [const { AtomicU32::new(0) }; SIGNAL_EVERY - 1],
-                        batch_len: AtomicU32::new(0),
+                        batch: AtomicU32::new(NO_SLOT),
+                        next_unsignaled: AtomicU32::new(NO_SLOT),
                     },
                 ),
                 GFP_KERNEL,
@@ -264,11 +268,10 @@ impl TxPool {
         Ok(TxPool {
             descs,
             slots: DmaSlots::new(dev, n, HDRS)?,
-            unsignaled: BhSpinLock::new(Unsignaled {
-                idx: [0; SIGNAL_EVERY - 1],
-                n: 0,
-            })?,
-            signal_every: signal_every(),
+            unsignaled: AtomicU32::new(NO_SLOT),
+            posts: AtomicU32::new(0),
+            // `signal_every()` is at least 1.
+            signal_every: NonZeroU32::new(signal_every() as u32).unwrap_or(NonZeroU32::MIN),
         })
     }
 
@@ -304,35 +307,74 @@ impl TxPool {
         let (itt, cookie) = owner.unwrap_or((0, 0));
         d.owner_itt.store(itt, Ordering::Relaxed);
         d.owner_cookie.store(cookie, Ordering::Release);
-        let r = self.unsignaled.with(|u| {
-            let signal = always_signal || owner.is_some() || u.n + 1 >= self.signal_every;
-            if signal {
-                for (dst, src) in d.batch.iter().zip(&u.idx[..u.n]) {
-                    dst.store(*src, Ordering::Relaxed);
-                }
-                d.batch_len.store(u.n as u32, Ordering::Release);
+        let nth = self.posts.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+        let signal = always_signal || owner.is_some() || nth % self.signal_every == 0;
+        if !signal {
+            if let Err(e) = qp.post_send(invs, regs, d.cqe(), payload, false) {
+                d.owner_cookie.store(0, Ordering::Relaxed);
+                return Err(e);
             }
-            let r = qp.post_send(invs, regs, d.cqe(), payload, signal);
-            match (&r, signal) {
-                (Err(_), _) => {
-                    d.batch_len.store(0, Ordering::Relaxed);
-                    d.owner_cookie.store(0, Ordering::Relaxed);
-                }
-                (Ok(()), true) => u.n = 0,
-                (Ok(()), false) => {
-                    u.idx[u.n] = slot.index();
-                    u.n += 1;
-                }
-            }
-            r
-        });
-        match r {
-            Ok(()) => {
-                self.slots.posted(slot);
-                Ok(())
-            }
-            Err(e) => Err(e),
+            let index = self.slots.posted(slot);
+            self.push_unsignaled(index);
+            return Ok(());
         }
+        // Every unsignaled Send pushed so far was posted before this one.
+        let batch = self.unsignaled.swap(NO_SLOT, Ordering::AcqRel);
+        d.batch.store(batch, Ordering::Release);
+        if let Err(e) = qp.post_send(invs, regs, d.cqe(), payload, true) {
+            // Their Sends are still on the queue: back to the stack, for
+            // the next signaled Send.
+            d.batch.store(NO_SLOT, Ordering::Relaxed);
+            d.owner_cookie.store(0, Ordering::Relaxed);
+            self.walk(batch, |i| self.push_unsignaled(i));
+            return Err(e);
+        }
+        self.slots.posted(slot);
+        Ok(())
+    }
+
+    /// Puts the slot of a posted unsignaled Send on the stack.
+    fn push_unsignaled(&self, index: u32) {
+        let Some(d) = self.descs.get(index as usize) else {
+            return;
+        };
+        let mut head = self.unsignaled.load(Ordering::Acquire);
+        loop {
+            d.next_unsignaled.store(head, Ordering::Relaxed);
+            match self.unsignaled.compare_exchange_weak(
+                head,
+                index,
+                Ordering::Release,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(now) => head = now,
+            }
+        }
+    }
+
+    /// Calls `f` with each slot of the chain from `first`, the link read
+    /// before `f` (which may hand the slot to a new Send). At most one
+    /// visit per slot, whatever the links say.
+    fn walk(&self, first: u32, mut f: impl FnMut(u32)) {
+        let mut i = first;
+        for _ in 0..self.descs.len() {
+            let Some(d) = self.descs.get(i as usize) else {
+                return;
+            };
+            let next = d.next_unsignaled.load(Ordering::Relaxed);
+            f(i);
+            i = next;
+        }
+    }
+
+    /// A signaled Send completed (softirq): releases its slot and those of
+    /// the unsignaled Sends it took with it (all posted before it, so all
+    /// completed: the send queue completes in order).
+    pub(crate) fn send_completed(&self, d: &TxDesc) {
+        let batch = d.batch.swap(NO_SLOT, Ordering::Acquire);
+        self.walk(batch, |i| self.slots.release_index(i));
+        self.slots.release_index(d.index);
     }
 }
 

@@ -240,12 +240,12 @@ enum Then {
 pub(crate) fn on_scsi_response(
     conn: &IserConn,
     iscsi: Conn,
-    pdu: &proto::bhs::TargetPdu<'_>,
+    itt: proto::bhs::Itt,
     inv: Option<u32>,
     rx: u16,
     len: u32,
 ) -> core::result::Result<RspAction, proto::ProtoError> {
-    let itt = u32::from_ne_bytes(pdu.itt.0);
+    let itt = u32::from_ne_bytes(itt.0);
     let r = iscsi.with_ctask::<IserTask, _>(itt, |task| {
         let Some(mut task) = task else {
             return Ok(RspOutcome::NoTask);
@@ -417,9 +417,9 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
         // receive buffer goes back to the ring.
         c.return_rx(rx);
     }
-    if let Some(c) = conn {
+    if let (Some(c), [Some(_), _] | [_, Some(_)]) = (conn, mrs) {
         if let Some(res) = c.resources() {
-            for i in mrs.into_iter().flatten() {
+            let put = |i: u16| {
                 let valid = live && !res.mrs.tmf_invalidated(i);
                 if valid && !c.qp_flushed() && c.counters.released_valid() == 0 {
                     pr_err!(
@@ -427,6 +427,13 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
                     );
                 }
                 res.mrs.put(i, valid || local_only);
+            };
+            // The two slots written out (this runs for every command).
+            if let Some(i) = mrs[0] {
+                put(i);
+            }
+            if let Some(i) = mrs[1] {
+                put(i);
             }
         }
     }

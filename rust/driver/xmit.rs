@@ -12,7 +12,7 @@
 
 use super::conn::IserConn;
 use super::limits::{HDRS, RX_DATA_LEN};
-use super::resources::TxDesc;
+use super::resources::{Resources, TxDesc};
 use super::task::{data_sent, deliver_held_tmf, IserTask};
 use crate::proto;
 use crate::proto::task::TaskStags;
@@ -46,11 +46,7 @@ impl CqeHandler for TxDesc {
         let tmf_send = conn.tmf.is_request_send(this.index);
         conn.login_tx_done(this.index);
         if let Some(res) = conn.resources() {
-            let n = this.batch_len.swap(0, Ordering::Acquire) as usize;
-            for b in this.batch.iter().take(n) {
-                res.tx.slots.release_index(b.load(Ordering::Relaxed));
-            }
-            res.tx.slots.release_index(this.index);
+            res.tx.send_completed(this);
         }
         if tmf_send && conn.tmf.update(|r| r.send_completed()) {
             deliver_held_tmf(conn);
@@ -114,9 +110,10 @@ pub(crate) fn init(_conn: &IserConn, _task: Task<'_, IserTask>) -> Result {
 /// command; a refused management PDU fails to its sender. Nothing here
 /// waits for a completion to kick a retry.
 pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
+    // One RCU section for the whole call: everything below borrows it.
     let res = conn.resources().ok_or_else(ENOTCONN)?;
     if task.kind() == TaskKind::Mgmt {
-        return xmit_mgmt(conn, task);
+        return xmit_mgmt(conn, &res, task);
     }
     let cmd_sent = task.data().ok_or(EINVAL)?.cmd_sent;
     let unsol_pdus = task.unsol_pdus_left();
@@ -132,7 +129,7 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
         task.data().and_then(|d| d.local_data)
     } else {
         let slot = rsv.take().ok_or_else(ENOBUFS)?;
-        send_command(conn, &mut task, slot)?
+        send_command(conn, &res, &mut task, slot)?
     };
     if unsol_pdus == 0 {
         return Ok(());
@@ -205,23 +202,18 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
 /// Returns where the command's data lies for the Data-Out Sends.
 fn send_command(
     conn: &IserConn,
+    res: &Resources,
     task: &mut Task<'_, IserTask>,
     slot: SlotToken<'_>,
 ) -> Result<Option<(u64, u32)>> {
-    let res = conn.resources().ok_or_else(ENOTCONN)?;
-    let (dir, len, _, _) = task.scsi_data();
+    let (dir, len) = task.scsi_data();
     let unsol = task.unsol_len();
     let mut read = None;
     let mut write = None;
     let mut inv = None;
     let mut reg: Option<(u16, RemoteAccess)> = None;
     if len > 0 && dir != Dir::None {
-        let mapped = match task.map_sg(res.dev) {
-            Ok(m) => m,
-            Err(e) => {
-                return Err(e);
-            }
-        };
+        let mapped = task.map_sg(res.dev, dir)?;
         // A write whose data is all unsolicited and contiguous in DMA space
         // needs no registration at all: its Sends take the data through the
         // PD's local DMA lkey (local access only; nothing is advertised).
@@ -230,7 +222,7 @@ fn send_command(
                 let td = task.data().ok_or(EINVAL)?;
                 td.local_data = Some((addr, res.lkey));
                 td.sg = Some(mapped);
-                return post_command(conn, task, slot, None, None, None, None);
+                return post_command(conn, res, task, slot, (dir, len), Stags::default());
             }
         }
         let Some(i) = res.mrs.get() else {
@@ -243,9 +235,8 @@ fn send_command(
         };
         {
             let b = &task.data().ok_or(EINVAL)?.bhs;
-            let mut lun = [0u8; 8];
-            lun.copy_from_slice(&b[8..16]);
-            res.mrs.set_owner(i, cmd_itt(b), lun);
+            let lun = b.get(8..16).and_then(|l| <[u8; 8]>::try_from(l).ok());
+            res.mrs.set_owner(i, cmd_itt(b), lun.unwrap_or_default());
         }
         if res.mrs.take_dirty(i) {
             inv = Some(mr.rkey());
@@ -287,32 +278,69 @@ fn send_command(
         }
         conn.counters.registration();
     }
-    post_command(conn, task, slot, read, write, inv, reg)
+    post_command(
+        conn,
+        res,
+        task,
+        slot,
+        (dir, len),
+        Stags {
+            read,
+            write,
+            inv,
+            reg,
+        },
+    )
+}
+
+/// What `send_command` registered for a command: the STags to advertise,
+/// an invalidation to lead the chain, and the registration to post.
+#[derive(Default)]
+struct Stags {
+    read: Option<proto::iser_hdr::StagVa>,
+    write: Option<proto::iser_hdr::StagVa>,
+    inv: Option<u32>,
+    reg: Option<(u16, RemoteAccess)>,
 }
 
 /// Sends the command PDU of a prepared task: [local inv] → [REG_MR] → Send
 /// of the iSER header, BHS and immediate data.
 fn post_command(
     conn: &IserConn,
+    res: &Resources,
     task: &mut Task<'_, IserTask>,
     mut slot: SlotToken<'_>,
-    read: Option<proto::iser_hdr::StagVa>,
-    write: Option<proto::iser_hdr::StagVa>,
-    inv: Option<u32>,
-    reg: Option<(u16, RemoteAccess)>,
+    (dir, len): (Dir, u32),
+    Stags {
+        read,
+        write,
+        inv,
+        reg,
+    }: Stags,
 ) -> Result<Option<(u64, u32)>> {
-    let res = conn.resources().ok_or_else(ENOTCONN)?;
-    let (dir, len, _, _) = task.scsi_data();
     let imm = task.imm_count();
     let hdr_len = task.hdr_len().min(BHS_LEN);
     let remote_inv = conn.remote_inv.load(Ordering::Acquire);
     let mut stags = TaskStags::new(read.map(|r| r.stag), write.map(|w| w.stag), remote_inv)
         .map_err(|_| EINVAL)?;
     stags.advertise().map_err(|_| EINVAL)?;
-    let mut iser = [0u8; proto::iser_hdr::ISER_HDR_LEN];
-    proto::iser_hdr::IserHeader { read, write }.encode(&mut iser);
     let td = task.data().ok_or(EINVAL)?;
-    let hdrs = hdr_bytes(&iser, &td.bhs[..hdr_len]);
+    // The iSER header and BHS, built once in place.
+    let mut hdrs = [0u8; HDRS];
+    let (iser, bhs) = hdrs.split_at_mut(proto::iser_hdr::ISER_HDR_LEN);
+    if let Ok(iser) = <&mut [u8; proto::iser_hdr::ISER_HDR_LEN]>::try_from(iser) {
+        proto::iser_hdr::IserHeader { read, write }.encode(iser);
+    }
+    // A whole-array copy (the BHS libiscsi built), then zeros past the
+    // header length libiscsi gave, as on the wire before.
+    if let Ok(bhs) = <&mut [u8; BHS_LEN]>::try_from(bhs) {
+        *bhs = td.bhs;
+        if hdr_len < BHS_LEN {
+            if let Some(past) = bhs.get_mut(hdr_len..) {
+                past.fill(0);
+            }
+        }
+    }
     let mut sges = [Sge {
         addr: 0,
         length: 0,
@@ -399,8 +427,7 @@ fn post_command(
 }
 
 /// Management PDUs: login, NOP-Out, Text, TMF, Logout.
-fn xmit_mgmt(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
-    let res = conn.resources().ok_or_else(ENOTCONN)?;
+fn xmit_mgmt(conn: &IserConn, res: &Resources, mut task: Task<'_, IserTask>) -> Result {
     let iscsi = task.conn();
     let hdr_len = task.hdr_len().min(BHS_LEN);
     let mut iser = [0u8; proto::iser_hdr::ISER_HDR_LEN];
@@ -454,5 +481,5 @@ fn xmit_mgmt(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
         // libiscsi's only one).
         posted?;
     }
-    conn.post_login_send(&res, slot, sge, ltok)
+    conn.post_login_send(res, slot, sge, ltok)
 }

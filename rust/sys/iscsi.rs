@@ -319,8 +319,17 @@ impl<D> Task<'_, D> {
     }
 
     /// DMA-maps the SCSI command's data for `dev`.
-    pub(crate) fn map_sg(&self, dev: super::verbs::Device) -> Result<super::verbs::MappedSg> {
-        let (dir, _len, sg, nents) = self.scsi_data();
+    pub(crate) fn map_sg(
+        &self,
+        dev: super::verbs::Device,
+        dir: Dir,
+    ) -> Result<super::verbs::MappedSg> {
+        // SAFETY: only called for SCSI tasks, whose `sc` is live; the
+        // fields are what scsi_sglist()/scsi_sg_count() read.
+        let (sg, nents) = unsafe {
+            let sc = (*self.raw.as_ptr()).sc;
+            ((*sc).sdb.table.sgl, (*sc).sdb.table.nents)
+        };
         // SAFETY: the SG list belongs to the SCSI command, which stays
         // alive until libiscsi frees the task, after `cleanup_task` (where
         // the driver drops the mapping).
@@ -352,8 +361,9 @@ impl<D> Task<'_, D> {
         Conn(unsafe { NonNull::new_unchecked((*self.raw.as_ptr()).conn) })
     }
 
-    /// SCSI command data: (direction, total length, sglist, nents).
-    pub(crate) fn scsi_data(&self) -> (Dir, u32, *mut b::scatterlist, u32) {
+    /// SCSI command data: direction and total length (`scsi_bufflen()`),
+    /// read from the command's fields (no call).
+    pub(crate) fn scsi_data(&self) -> (Dir, u32) {
         // SAFETY: only called for SCSI tasks, whose `sc` is live.
         unsafe {
             let sc = (*self.raw.as_ptr()).sc;
@@ -362,12 +372,7 @@ impl<D> Task<'_, D> {
                 b::dma_data_direction_DMA_FROM_DEVICE => Dir::FromDevice,
                 _ => Dir::None,
             };
-            (
-                dir,
-                b::iser_rs_scsi_bufflen(sc),
-                b::iser_rs_scsi_sglist(sc),
-                b::iser_rs_scsi_sg_count(sc),
-            )
+            (dir, (*sc).sdb.length)
         }
     }
 

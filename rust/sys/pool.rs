@@ -4,13 +4,17 @@
 //! all-or-nothing reservations. Safe code; it lives in the wrapper layer
 //! because [`super::verbs::DmaSlots`] builds on it.
 
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::prelude::*;
 
-/// Indices `0..n`, each free or taken.
+/// Indices `0..n`, each free or taken: one bit each, 64 to a word.
 pub(crate) struct IndexPool {
-    busy: KVec<AtomicBool>,
-    /// Where the next search starts (the last index taken + 1).
+    /// Bit `i % 64` of word `i / 64` set: index `i` taken.
+    // INVARIANT: the bits of indices `n..` in the last word are set at
+    // `new` and never cleared (`release` ignores indices past `n`).
+    busy: KVec<AtomicU64>,
+    n: u32,
+    /// The word where the next search starts (the last one taken from).
     hint: AtomicU32,
     /// Indices neither taken nor reserved.
     avail: AtomicU32,
@@ -37,6 +41,9 @@ impl Reservation<'_> {
 
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
+        if self.left == 0 {
+            return;
+        }
         self.pool.avail.fetch_add(self.left, Ordering::Release);
     }
 }
@@ -44,12 +51,21 @@ impl Drop for Reservation<'_> {
 impl IndexPool {
     /// `n` free indices (process context: allocates).
     pub(crate) fn new(n: u32) -> Result<Self> {
-        let mut busy = KVec::with_capacity(n as usize, GFP_KERNEL)?;
-        for _ in 0..n {
-            busy.push(AtomicBool::new(false), GFP_KERNEL)?;
+        let words = (n as usize).div_ceil(64);
+        let mut busy = KVec::with_capacity(words, GFP_KERNEL)?;
+        for w in 0..words {
+            // Bits past `n` stay set: never handed out.
+            let first_past = (n as usize).saturating_sub(w * 64).min(64);
+            let past = if first_past == 64 {
+                0
+            } else {
+                !0u64 << first_past
+            };
+            busy.push(AtomicU64::new(past), GFP_KERNEL)?;
         }
         Ok(IndexPool {
             busy,
+            n,
             hint: AtomicU32::new(0),
             avail: AtomicU32::new(n),
         })
@@ -72,18 +88,28 @@ impl IndexPool {
     }
 
     /// Finds and takes a free index; the caller holds a reservation for
-    /// it, so one exists (`avail` never exceeds the free flags).
+    /// it, so one exists (`avail` never exceeds the clear bits).
     fn take_one(&self) -> Option<u32> {
-        let n = self.busy.len();
+        let words = self.busy.len();
         let start = self.hint.load(Ordering::Relaxed) as usize;
-        for k in 0..n {
-            let i = (start + k) % n;
-            if self.busy[i]
-                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-            {
-                self.hint.store(((i + 1) % n) as u32, Ordering::Relaxed);
-                return Some(i as u32);
+        for k in 0..words {
+            let w = (start + k) % words;
+            let word = &self.busy[w];
+            let mut v = word.load(Ordering::Relaxed);
+            while v != !0 {
+                let bit = (!v).trailing_zeros();
+                match word.compare_exchange_weak(
+                    v,
+                    v | 1 << bit,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => {
+                        self.hint.store(w as u32, Ordering::Relaxed);
+                        return Some(w as u32 * 64 + bit);
+                    }
+                    Err(now) => v = now,
+                }
             }
         }
         None
@@ -91,10 +117,15 @@ impl IndexPool {
 
     /// Returns index `i`. Returning a free index again is a no-op.
     pub(crate) fn release(&self, i: u32) {
-        if let Some(b) = self.busy.get(i as usize) {
-            if b.swap(false, Ordering::AcqRel) {
-                self.avail.fetch_add(1, Ordering::Release);
-            }
+        if i >= self.n {
+            return;
+        }
+        let Some(word) = self.busy.get((i / 64) as usize) else {
+            return;
+        };
+        let bit = 1u64 << (i % 64);
+        if word.fetch_and(!bit, Ordering::AcqRel) & bit != 0 {
+            self.avail.fetch_add(1, Ordering::Release);
         }
     }
 }

@@ -16,6 +16,7 @@
 
 use super::bindings as b;
 use super::pool::{IndexPool, Reservation};
+use core::mem::MaybeUninit;
 use core::num::NonZeroUsize;
 use core::ptr::NonNull;
 use kernel::error::code::{EINVAL, EIO, ENOMEM};
@@ -859,27 +860,47 @@ impl QpRef {
         send.__bindgen_anon_1.wr_cqe = cqe.as_ptr();
         send.sg_list = sg.as_mut_ptr();
         send.opcode = b::ib_wr_opcode_IB_WR_SEND;
-        let mut reg = [b::ib_reg_wr::default(), b::ib_reg_wr::default()];
+        // Only the work requests the chain uses are built (this runs for
+        // every command): `reg[..regs.len()]` and `inv[..invs.len()]` are
+        // written below before anything points at them.
+        let mut reg = [const { MaybeUninit::<b::ib_reg_wr>::uninit() }; 2];
         let mut next: *mut b::ib_send_wr = &mut send;
-        for (i, r) in regs.iter().enumerate().rev() {
-            let w = &mut reg[i];
-            w.wr.opcode = b::ib_wr_opcode_IB_WR_REG_MR;
-            // Unsignaled: an error still completes (to the Send's handler).
-            w.wr.__bindgen_anon_1.wr_cqe = cqe.as_ptr();
-            w.wr.next = next;
-            w.mr = r.mr.mr.as_ptr();
-            w.key = r.mr.rkey();
-            w.access = r.access.flags();
+        for (w, r) in reg.iter_mut().zip(regs).rev() {
+            let w = w.write(b::ib_reg_wr {
+                wr: b::ib_send_wr {
+                    next,
+                    // Unsignaled: an error still completes (to the Send's
+                    // handler).
+                    __bindgen_anon_1: b::ib_send_wr__bindgen_ty_1 {
+                        wr_cqe: cqe.as_ptr(),
+                    },
+                    sg_list: core::ptr::null_mut(),
+                    num_sge: 0,
+                    opcode: b::ib_wr_opcode_IB_WR_REG_MR,
+                    send_flags: 0,
+                    ex: b::ib_send_wr__bindgen_ty_2 { imm_data: 0 },
+                },
+                mr: r.mr.mr.as_ptr(),
+                key: r.mr.rkey(),
+                access: r.access.flags(),
+            });
             next = &mut w.wr;
         }
-        let mut inv = [b::ib_send_wr::default(), b::ib_send_wr::default()];
-        for (i, rkey) in invs.iter().enumerate().rev() {
-            let w = &mut inv[i];
-            w.opcode = b::ib_wr_opcode_IB_WR_LOCAL_INV;
-            w.__bindgen_anon_1.wr_cqe = cqe.as_ptr();
-            w.ex.invalidate_rkey = *rkey;
-            w.next = next;
-            next = w;
+        let mut inv = [const { MaybeUninit::<b::ib_send_wr>::uninit() }; 2];
+        for (w, rkey) in inv.iter_mut().zip(invs).rev() {
+            next = w.write(b::ib_send_wr {
+                next,
+                __bindgen_anon_1: b::ib_send_wr__bindgen_ty_1 {
+                    wr_cqe: cqe.as_ptr(),
+                },
+                sg_list: core::ptr::null_mut(),
+                num_sge: 0,
+                opcode: b::ib_wr_opcode_IB_WR_LOCAL_INV,
+                send_flags: 0,
+                ex: b::ib_send_wr__bindgen_ty_2 {
+                    invalidate_rkey: *rkey,
+                },
+            });
         }
         // SAFETY: the chain lives across the call (the provider copies it,
         // and an inline payload, borrowed for the call, with it); the Cqe,

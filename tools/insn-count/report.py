@@ -2,8 +2,10 @@
 """Exact kernel instructions per I/O from tools/insn-count's snapshots.
 
 report.py OUTDIR [BASE_CFG]: for every run in OUTDIR/runs.txt, the
-difference of its two snapshots, by symbol (OUTDIR/kallsyms-CFG.txt),
-divided by the run's I/O count. Prints, per point, each configuration's
+difference of the snapshots around its long fio run minus that around its
+short one, by symbol (OUTDIR/kallsyms-CFG.txt), divided by the difference
+of their I/O counts: the marginal cost of one I/O, without fio's start and
+exit. Prints, per point, each configuration's
 instructions per I/O: the whole kernel, the initiator module's own code
 (every block whose address lies in a symbol of that module), and the
 shared helpers an initiator calls (memcpy, memset); then the module's
@@ -57,8 +59,8 @@ def load_snap(path):
     return d
 
 
-def per_symbol(outdir, tag, cfg):
-    addrs, syms = load_syms(f"{outdir}/kallsyms-{cfg}.txt")
+def delta(outdir, tag, syms):
+    addrs, table = syms
     pre = load_snap(f"{outdir}/snap-pre-{tag}.txt")
     post = load_snap(f"{outdir}/snap-post-{tag}.txt")
     by = collections.Counter()
@@ -70,9 +72,18 @@ def per_symbol(outdir, tag, cfg):
         if i < 0:
             by[("?", "")] += d
             continue
-        _, name, mod = syms[i]
+        _, name, mod = table[i]
         by[(name, mod)] += d
     return by
+
+
+def per_symbol(outdir, tag, cfg):
+    """Instructions by symbol of the long run minus the short one."""
+    syms = load_syms(f"{outdir}/kallsyms-{cfg}.txt")
+    long = delta(outdir, f"{tag}-long", syms)
+    short = delta(outdir, f"{tag}-short", syms)
+    long.subtract(short)
+    return long
 
 
 def main():
@@ -88,7 +99,8 @@ def main():
         for r in runs:
             if tuple(r[2:5]) != pt:
                 continue
-            cfg, mod, ios = r[0], r[1], int(r[5])
+            # I/Os of the long run minus the short one's.
+            cfg, mod, ios = r[0], r[1], int(r[6]) - int(r[5])
             tag = f"{cfg}-{'-'.join(pt)}"
             by = per_symbol(outdir, tag, cfg)
             tot = sum(by.values()) / ios

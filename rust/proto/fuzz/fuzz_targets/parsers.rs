@@ -3,7 +3,9 @@
 //! overflow checks are on in cargo-fuzz builds (debug assertions).
 #![no_main]
 
-use iser_proto::bhs::{parse_received_send, parse_scsi_response_data, parse_target_pdu, RxContext};
+use iser_proto::bhs::{
+    parse_received_send, parse_scsi_response_data, parse_target_pdu, plain_scsi_response, RxContext,
+};
 use iser_proto::cm_private::accept_decision;
 use iser_proto::iser_hdr::{Hello, HelloReply, IserHeader};
 use iser_proto::login_keys::check_set_param;
@@ -32,7 +34,13 @@ fuzz_target!(|data: &[u8]| {
             let _ = parse_target_pdu(input, &RxContext::login());
         }
         5 => {
-            let _ = parse_received_send(input, &RxContext::full_feature(128));
+            let full = parse_received_send(input, &RxContext::full_feature(128));
+            // The receive path's fast path accepts only what the full
+            // parser accepts, with the same ITT and BHS.
+            if let Some(fast) = plain_scsi_response(input) {
+                let full = full.expect("fast path accepted what the full parser refuses");
+                assert_eq!((full.itt, full.bhs), (fast.itt, fast.bhs));
+            }
         }
         6 => {
             let _ = parse_scsi_response_data(input);

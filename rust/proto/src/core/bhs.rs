@@ -24,7 +24,7 @@
 //! validated.
 
 use super::error::{ProtoError, ProtoResult};
-use super::iser_hdr::{IserHeader, ISER_HDR_LEN};
+use super::iser_hdr::{IserHeader, ISER_HDR_LEN, ISER_VER};
 use super::wire;
 
 /// Length of the Basic Header Segment (RFC 7143 §11.2.1).
@@ -362,6 +362,53 @@ pub fn parse_received_send<'a>(msg: &'a [u8], ctx: &RxContext) -> ProtoResult<Ta
     IserHeader::decode_from_target(msg)?;
     let pdu = msg.get(ISER_HDR_LEN..).ok_or(ProtoError::Truncated)?;
     parse_target_pdu(pdu, ctx)
+}
+
+/// The received Send the fast path accepts: a SCSI Response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlainScsiResponse<'a> {
+    /// Initiator Task Tag (raw wire bytes).
+    pub itt: Itt,
+    /// The BHS (exactly [`BHS_LEN`] bytes).
+    pub bhs: &'a [u8],
+}
+
+/// The receive path's fast path: a received Send that is a SCSI Response
+/// with no AHS and no data segment (the response to nearly every command)
+/// in full feature phase. `None` for anything else, and for any such
+/// response the full parser would refuse: the caller then runs
+/// [`parse_received_send`], which decides. Whatever this accepts,
+/// `parse_received_send` accepts with the same ITT and BHS, for any
+/// `max_recv_dsl` (host test `fast_path_agrees`, over the fuzz inputs).
+///
+/// Checks, as the full parser's rules apply to such a PDU: iSER header
+/// flags exactly ISER_CTRL (no STag advertised, reserved bits and bytes 1-3
+/// zero; bytes 4-27 are ignored without WSV/RSV); exactly 48 bytes after
+/// it; opcode SCSI Response; TotalAHSLength and DataSegmentLength 0; F=1;
+/// o/u and O/U not both set; Response 0x00, 0x01 or 0x80-0xff; ITT not
+/// reserved.
+pub fn plain_scsi_response(msg: &[u8]) -> Option<PlainScsiResponse<'_>> {
+    let (iser, bhs) = wire::split_at(msg, ISER_HDR_LEN)?;
+    if bhs.len() != BHS_LEN || iser.get(..4)? != [ISER_VER, 0, 0, 0] {
+        return None;
+    }
+    let head: [u8; 8] = bhs.get(..8)?.try_into().ok()?;
+    let [b0, flags, response, _status, ahs, d0, d1, d2] = head;
+    if b0 & OPCODE_MASK != OP_SCSI_RSP || ahs | d0 | d1 | d2 != 0 {
+        return None;
+    }
+    // F set; O/U (0x10/0x08) not both; o/u (0x04/0x02) not both.
+    if flags & FLAG_FINAL == 0 || flags & 0x18 == 0x18 || flags & 0x06 == 0x06 {
+        return None;
+    }
+    if matches!(response, 0x02..=0x7f) {
+        return None;
+    }
+    let itt = Itt(wire::arr4_at(bhs, 16)?);
+    if itt.is_reserved() {
+        return None;
+    }
+    Some(PlainScsiResponse { itt, bhs })
 }
 
 /// Parses and validates the iSCSI part of a received Send: `pdu` starts at

@@ -177,10 +177,13 @@ impl IserHeader {
 }
 
 fn put_stag_va(out: &mut [u8; ISER_HDR_LEN], off: usize, s: StagVa) {
-    // Both writes are within the fixed 28-byte array for off 4 and 16; `put`
-    // cannot fail there and never panics anyway.
-    let _ = wire::put(out, off, &s.stag.to_be_bytes());
-    let _ = wire::put(out, off.saturating_add(4), &s.va.to_be_bytes());
+    // One 12-byte array store (this runs for every command); within the
+    // fixed 28-byte array for off 4 and 16, and a no-op past it.
+    let [s0, s1, s2, s3] = s.stag.to_be_bytes();
+    let [v0, v1, v2, v3, v4, v5, v6, v7] = s.va.to_be_bytes();
+    if let Some(dst) = out.get_mut(off..).and_then(|t| t.first_chunk_mut::<12>()) {
+        *dst = [s0, s1, s2, s3, v0, v1, v2, v3, v4, v5, v6, v7];
+    }
 }
 
 fn get_stag_va(buf: &[u8], off: usize) -> ProtoResult<StagVa> {

@@ -164,15 +164,18 @@ impl TaskStags {
         if self.sent || self.response {
             return Err(ProtoError::TaskState);
         }
-        let mut next = *self;
-        for s in next.slots_mut().into_iter().flatten() {
-            if s.state != StagState::Registered {
-                return Err(ProtoError::TaskState);
-            }
+        // Written out for the two slots: this runs for every command.
+        let ok = |s: &Option<Stag>| s.map_or(true, |s| s.state == StagState::Registered);
+        if !ok(&self.read) || !ok(&self.write) {
+            return Err(ProtoError::TaskState);
+        }
+        if let Some(s) = &mut self.read {
             s.state = StagState::Advertised;
         }
-        next.sent = true;
-        *self = next;
+        if let Some(s) = &mut self.write {
+            s.state = StagState::Advertised;
+        }
+        self.sent = true;
         Ok(())
     }
 
@@ -212,10 +215,11 @@ impl TaskStags {
     /// §7.3.3, §5.2.3).
     pub fn stags_to_invalidate_locally(&self) -> StagList {
         let mut l = StagList::default();
-        for s in self.slots().into_iter().flatten() {
-            if s.state.is_valid() {
-                l.push(s.stag);
-            }
+        if let Some(s) = self.read.filter(|s| s.state.is_valid()) {
+            l.push(s.stag);
+        }
+        if let Some(s) = self.write.filter(|s| s.state.is_valid()) {
+            l.push(s.stag);
         }
         l
     }
@@ -257,26 +261,16 @@ impl TaskStags {
     /// `true` if every STag is definitely invalid (safe to release the
     /// buffers, e.g. on connection teardown, iSER §5.2.3).
     pub fn no_live_stags(&self) -> bool {
-        self.slots()
-            .into_iter()
-            .flatten()
-            .all(|s| s.state.is_invalidated())
-    }
-
-    fn slots(&self) -> [Option<Stag>; 2] {
-        [self.read, self.write]
-    }
-
-    fn slots_mut(&mut self) -> [Option<&mut Stag>; 2] {
-        [self.read.as_mut(), self.write.as_mut()]
+        let dead = |s: &Option<Stag>| s.map_or(true, |s| s.state.is_invalidated());
+        dead(&self.read) && dead(&self.write)
     }
 
     fn find_mut(&mut self, stag: u32) -> ProtoResult<&mut Stag> {
-        self.slots_mut()
-            .into_iter()
-            .flatten()
-            .find(|s| s.stag == stag)
-            .ok_or(ProtoError::UnknownStag(stag))
+        match (&mut self.read, &mut self.write) {
+            (Some(r), _) if r.stag == stag => Ok(r),
+            (_, Some(w)) if w.stag == stag => Ok(w),
+            _ => Err(ProtoError::UnknownStag(stag)),
+        }
     }
 }
 

@@ -46,21 +46,6 @@ pub(super) fn arr8_at(buf: &[u8], off: usize) -> Option<[u8; 8]> {
     b.try_into().ok()
 }
 
-/// Copies `src` into `dst` at `off`; returns `false` (writing nothing) if it
-/// does not fit.
-pub(super) fn put(dst: &mut [u8], off: usize, src: &[u8]) -> bool {
-    let Some(end) = off.checked_add(src.len()) else {
-        return false;
-    };
-    match dst.get_mut(off..end) {
-        Some(d) => {
-            d.copy_from_slice(src);
-            true
-        }
-        None => false,
-    }
-}
-
 /// Rounds `n` up to a multiple of 4 (iSCSI data segment padding,
 /// RFC 7143 §11.2.3), saturating at `u32::MAX & !3`.
 pub(super) fn pad4(n: u32) -> u32 {
