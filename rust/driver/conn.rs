@@ -328,6 +328,7 @@ impl IserConn {
             SendPayload::Sges(&[sge]),
             true,
             None,
+            &self.counters,
         ) {
             self.login_tx_done(idx);
             return Err(e.into());

@@ -58,6 +58,8 @@ counters! {
     tmf_send_waits: "Successful TMF Responses that arrived before their request's Send completed and were held for it (and for no invalidation).",
     login_rsps_held: "Login/Text Responses that arrived before (or within 2 ms after) the send_pdu call of their request returned, held and delivered after it (see IserConn::login_window_open).",
     released_valid_stags: "STags (MRs) still valid on a live QP when libiscsi released their command: a broken guarantee, 0 on every path the tests drive.",
+    unsignaled_max: "The most unsignaled Sends that waited at once for a signaled one to release their slots: at most signal_every - 1 (MAX_SEND_WR's margin for them).",
+    unsignaled_requeued: "Unsignaled Sends put back to wait for the next signaled one, after the signaled post that was to take them failed.",
 }
 
 impl Counters {
@@ -128,6 +130,16 @@ impl Counters {
     /// connection).
     pub(crate) fn released_valid(&self) -> u64 {
         self.released_valid_stags.fetch_add(1, Ordering::Relaxed)
+    }
+    /// `n` unsignaled Sends wait now (posts are serialised by libiscsi's
+    /// frwd_lock: a plain high-water mark).
+    pub(crate) fn unsignaled_waiting(&self, n: u64) {
+        if n > self.unsignaled_max.load(Ordering::Relaxed) {
+            self.unsignaled_max.store(n, Ordering::Relaxed);
+        }
+    }
+    pub(crate) fn unsignaled_requeued(&self, n: u64) {
+        self.unsignaled_requeued.fetch_add(n, Ordering::Relaxed);
     }
     pub(crate) fn post_error(&self) {
         self.err_post.fetch_add(1, Ordering::Relaxed);

@@ -15,17 +15,19 @@ pub(crate) const MGMT_MAX: u32 = 16;
 /// TargetRecvDataSegmentLength 8 KiB (the defaults) a write needs 32, so
 /// 4096 covers every command of a full queue doing so.
 pub(crate) const DATAOUT_MAX: u32 = CMDS_MAX * 32;
-/// One Send in `signal_every` (module parameter, at most `SIGNAL_EVERY`)
-/// is signaled; the others complete silently and their header slots are
-/// released by the next signaled completion (an RC send queue completes
-/// in order). ib_iser signals every Send: this halves the completions per
+/// A Send is signaled when `signal_every - 1` unsignaled ones wait
+/// (`signal_every`: module parameter, at most `SIGNAL_EVERY`), so fewer
+/// than `SIGNAL_EVERY` ever wait; the others complete silently and their
+/// header slots are released by the next signaled completion (an RC send
+/// queue completes in order). ib_iser signals every Send: this halves the completions per
 /// command. Management and login PDUs are always signaled.
 pub(crate) const SIGNAL_EVERY: usize = 16;
 /// Send descriptors (header slots): one per Data-Out in flight, per
 /// command PDU and per management PDU, plus the up to `SIGNAL_EVERY - 1`
 /// released unsignaled ones that wait for the next signaled completion
-/// (one post in `signal_every` is signaled; libiscsi's frwd_lock
-/// serialises the posts, so no more wait between two signaled ones).
+/// (`TxPool::post` signals a Send when that many wait, also after a
+/// failed signaled post put its batch back; libiscsi's frwd_lock
+/// serialises the posts).
 pub(crate) const TX_DESCS: u32 = DATAOUT_MAX + CMDS_MAX + MGMT_MAX + SIGNAL_EVERY as u32;
 /// FRWR MRs: two per command (a bidirectional command needs a Read and a
 /// Write STag).

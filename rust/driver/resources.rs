@@ -14,6 +14,7 @@
 //! Contexts: built in the CM handler (process context, NOIO scope);
 //! the pools are taken and returned from any context (lock-free).
 
+use super::counters::Counters;
 use super::limits::{
     max_pages, signal_every, CQ_ENTRIES, HDRS, INLINE_LEN, INV_DESCS, MAX_RECV_WR, MAX_SEND_WR,
     MRS, RX_BUF_LEN, RX_DATA_LEN, RX_RING, TX_DESCS,
@@ -240,8 +241,11 @@ pub(crate) struct TxPool {
     /// that takes it was posted after it and, the queue completing in
     /// order, completes after it.
     unsignaled: AtomicU32,
-    /// Sends posted, for choosing the signaled ones.
-    posts: AtomicU32,
+    /// Slots on the `unsignaled` stack. A Send is signaled when
+    /// `signal_every - 1` wait, so no more ever wait (MAX_SEND_WR's
+    /// margin), also after a failed signaled post put its batch back.
+    /// Posts are serialised by libiscsi's frwd_lock: a plain count.
+    waiting: AtomicU32,
     /// One Send in this many is signaled (`signal_every()` at setup).
     signal_every: NonZeroU32,
 }
@@ -269,7 +273,7 @@ impl TxPool {
             descs,
             slots: DmaSlots::new(dev, n, HDRS)?,
             unsignaled: AtomicU32::new(NO_SLOT),
-            posts: AtomicU32::new(0),
+            waiting: AtomicU32::new(0),
             // `signal_every()` is at least 1.
             signal_every: NonZeroU32::new(signal_every() as u32).unwrap_or(NonZeroU32::MIN),
         })
@@ -286,9 +290,10 @@ impl TxPool {
     /// Posts `[invs] → [regs] → Send(payload)` using header slot `slot`,
     /// signaled if `always_signal`, if it is the last Send of a command's
     /// data (`owner`: raw ITT and cookie, told when it completes), or if it
-    /// is the `signal_every`th. On error the slot is released and the Send
-    /// was not posted; the invalidations and registrations before it may
-    /// have been, `PostFailed::posted` says how many WRs were.
+    /// would make `signal_every` unsignaled ones wait. On error the slot is
+    /// released and the Send was not posted; the invalidations and
+    /// registrations before it may have been, `PostFailed::posted` says how
+    /// many WRs were.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn post(
         &self,
@@ -299,6 +304,7 @@ impl TxPool {
         payload: SendPayload<'_>,
         always_signal: bool,
         owner: Option<(u32, u64)>,
+        counters: &Counters,
     ) -> core::result::Result<(), PostFailed> {
         // A token dropped on the error paths below releases its slot.
         let Some(d) = self.descs.get(slot.index() as usize) else {
@@ -307,8 +313,9 @@ impl TxPool {
         let (itt, cookie) = owner.unwrap_or((0, 0));
         d.owner_itt.store(itt, Ordering::Relaxed);
         d.owner_cookie.store(cookie, Ordering::Release);
-        let nth = self.posts.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
-        let signal = always_signal || owner.is_some() || nth % self.signal_every == 0;
+        // Unsignaled Sends waiting if this one is not signaled.
+        let waiting = self.waiting.load(Ordering::Relaxed).saturating_add(1);
+        let signal = always_signal || owner.is_some() || waiting >= self.signal_every.get();
         if !signal {
             if let Err(e) = qp.post_send(invs, regs, d.cqe(), payload, false) {
                 d.owner_cookie.store(0, Ordering::Relaxed);
@@ -316,10 +323,13 @@ impl TxPool {
             }
             let index = self.slots.posted(slot);
             self.push_unsignaled(index);
+            self.waiting.store(waiting, Ordering::Relaxed);
+            counters.unsignaled_waiting(waiting.into());
             return Ok(());
         }
         // Every unsignaled Send pushed so far was posted before this one.
         let batch = self.unsignaled.swap(NO_SLOT, Ordering::AcqRel);
+        let taken = self.waiting.swap(0, Ordering::Relaxed);
         d.batch.store(batch, Ordering::Release);
         if let Err(e) = qp.post_send(invs, regs, d.cqe(), payload, true) {
             // Their Sends are still on the queue: back to the stack, for
@@ -327,6 +337,8 @@ impl TxPool {
             d.batch.store(NO_SLOT, Ordering::Relaxed);
             d.owner_cookie.store(0, Ordering::Relaxed);
             self.walk(batch, |i| self.push_unsignaled(i));
+            self.waiting.fetch_add(taken, Ordering::Relaxed);
+            counters.unsignaled_requeued(taken.into());
             return Err(e);
         }
         self.slots.posted(slot);

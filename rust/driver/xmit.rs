@@ -183,6 +183,7 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
                 SendPayload::Sges(&[h, data]),
                 false,
                 owner,
+                &conn.counters,
             )
             .is_err()
         {
@@ -383,7 +384,16 @@ fn post_command(
     td.send_pending = imm > 0 || data_outs;
     let owner = (imm > 0 && !data_outs).then(|| (cmd_itt(&td.bhs), td.cookie));
     let local = td.local_data;
-    if let Err(e) = res.tx.post(res.qp, invs, regs, slot, payload, false, owner) {
+    if let Err(e) = res.tx.post(
+        res.qp,
+        invs,
+        regs,
+        slot,
+        payload,
+        false,
+        owner,
+        &conn.counters,
+    ) {
         td.local_only = false;
         td.stags = None;
         td.cmd_sent = false;
@@ -443,9 +453,16 @@ fn xmit_mgmt(conn: &IserConn, res: &Resources, mut task: Task<'_, IserTask>) -> 
     }
     if !is_login && data_len == 0 {
         let h = fill_hdr(&res.tx.slots, &mut slot, &iser, &bhs[..hdr_len], res.lkey);
-        return Ok(res
-            .tx
-            .post(res.qp, &[], &[], slot, SendPayload::Sges(&[h]), true, None)?);
+        return Ok(res.tx.post(
+            res.qp,
+            &[],
+            &[],
+            slot,
+            SendPayload::Sges(&[h]),
+            true,
+            None,
+            &conn.counters,
+        )?);
     }
     // Login, and any management PDU with data, go through the login send
     // buffer: header and data in one SGE (at most 8 KiB of data, the login

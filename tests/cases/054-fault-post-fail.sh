@@ -27,6 +27,11 @@
 #     never saw, which rxe refuses;
 #   * a failed chain that was to invalidate an MR still valid left it
 #     unmarked and with a bumped key: its next REG_MR found it valid.
+#   It also checks that when a signaled post fails, the unsignaled Sends
+#   it was to take (put back, counter unsignaled_requeued) never make
+#   more than signal_every - 1 wait at once (unsignaled_max), the room
+#   MAX_SEND_WR leaves them: the signaled Send was chosen by a post count,
+#   and 30 waited (2026-11-27) before it was chosen by how many wait.
 #   Either refusal puts the QP in error, which rxe reports by flushes
 #   only, so the session hung until the NOP-Out timeout (22 times in one
 #   run with neither MR fix, 4 with only the first).
@@ -117,6 +122,16 @@ wcerr=$(kmsg_count 'iser_rs: .* failed, status')
 log "commands: $FAILED posts failed, $(( $(iser_connects) - c0 )) reconnects, $wcerr error completions; verify clean; this connection's local invalidations (MRs left valid by local-only registrations): $(session_stat local_invalidations)"
 [ "$FAILED" -gt 0 ] || die "no command post failed"
 [ "$wcerr" = 0 ] || die "work completions with an error after failed command posts"
+# The verify reads' Sends are unsignaled but one in signal_every: when
+# that one's post fails, the Sends it was to take wait for the next
+# signaled one. MAX_SEND_WR leaves room for signal_every - 1 of them, so
+# the next post must be signaled once that many wait, not signal_every
+# posts later (before the fix: 30 waited).
+se=$(cat /sys/module/iser_rs/parameters/signal_every)
+umax=$(session_stat unsignaled_max) ureq=$(session_stat unsignaled_requeued)
+log "commands: unsignaled Sends put back after a failed signaled post: $ureq; the most that waited at once: $umax (signal_every $se)"
+[ "$ureq" -gt 0 ] || die "no signaled post with unsignaled Sends waiting failed (the path is not reached)"
+[ "$umax" -le $((se - 1)) ] || die "$umax unsignaled Sends waited at once, more than signal_every - 1 = $((se - 1))"
 ms=$(wait_sess LOGGED_IN 1 90) || die "session not back after the failing command posts ($(sess_states))"
 log "reconnect causes: $(kmsg_count 'iser_rs: connection failed in xmit') failed in xmit (a Data-Out post), $(kmsg_count 'ping timeout') NOP-Out timeouts (so far in the case)"
 # A NOP-Out timeout here means the connection was dead and nobody said so
