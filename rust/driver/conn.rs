@@ -777,6 +777,7 @@ impl IserConn {
     /// After a reported failure nothing is reposted (the connection is
     /// going away); a post that fails leaves it to the receive path.
     pub(crate) fn return_rx(&self, rx: u16) {
+        self.counters.rx_returned();
         let post_failed = self.rx_gate.with(|gate| {
             if !gate.open || self.failed.load(Ordering::Acquire) {
                 return false;
@@ -789,6 +790,7 @@ impl IserConn {
                 .is_some_and(|desc| self.post_rx(&res, desc).is_err())
         });
         if post_failed {
+            self.counters.rx_orphaned();
             self.orphan_rx(rx);
         }
     }

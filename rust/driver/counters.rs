@@ -58,6 +58,8 @@ counters! {
     tmf_send_waits: "Successful TMF Responses that arrived before their request's Send completed and were held for it (and for no invalidation).",
     login_rsps_held: "Login/Text Responses that arrived before (or within 2 ms after) the send_pdu call of their request returned, held and delivered after it (see IserConn::login_window_open).",
     released_valid_stags: "STags (MRs) still valid on a live QP when libiscsi released their command: a broken guarantee, 0 on every path the tests drive.",
+    rx_returned: "Receive buffers of held responses whose command libiscsi released first (task cleanup): back to the ring undelivered (to teardown once the connection failed).",
+    rx_orphaned: "Of those, buffers whose repost failed: reposted by the next receive completion.",
     unsignaled_max: "The most unsignaled Sends that waited at once for a signaled one to release their slots: at most signal_every - 1 (MAX_SEND_WR's margin for them).",
     unsignaled_requeued: "Unsignaled Sends put back to wait for the next signaled one, after the signaled post that was to take them failed.",
 }
@@ -140,6 +142,12 @@ impl Counters {
     }
     pub(crate) fn unsignaled_requeued(&self, n: u64) {
         self.unsignaled_requeued.fetch_add(n, Ordering::Relaxed);
+    }
+    pub(crate) fn rx_returned(&self) {
+        self.rx_returned.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn rx_orphaned(&self) {
+        self.rx_orphaned.fetch_add(1, Ordering::Relaxed);
     }
     pub(crate) fn post_error(&self) {
         self.err_post.fetch_add(1, Ordering::Relaxed);

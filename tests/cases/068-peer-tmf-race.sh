@@ -52,7 +52,10 @@ for variant in send-inv no-send-inv; do
     # for their invalidations: short for a moment, not lost. So the ring
     # is read until it is whole, for up to 30 s; a lost buffer never comes
     # back. (A held buffer whose command is released goes back to the ring
-    # at once, `return_rx`, not at the next receive.)
+    # at once, `return_rx`, not at the next receive; counted as
+    # rx_returned, which stayed 0 in every race so far: the held SCSI
+    # Response was always delivered before the TMF Response released its
+    # command.)
     held=$(( $(session_stat rx_posted) - $(session_stat rx_completed) ))
     waited=0
     while [ "$held" != "$RX_RING" ] && [ $waited -lt 30 ]; do
@@ -61,9 +64,10 @@ for variant in send-inv no-send-inv; do
         held=$(( $(session_stat rx_posted) - $(session_stat rx_completed) ))
     done
     rvs=$(session_stat released_valid_stags)
+    ret=$(session_stat rx_returned)
     rec=$(( $(iser_connects) - c0 ))
     [ "$ini" = iser_rs ] || rec=$(( $(peer_stat connections) - p0 ))
-    log "$variant: $races SCSI+TMF Response races in $secs s ($passes fio passes), $(peer_stat mode_events) stalls, $(peer_stat aborts) aborts, $(peer_stat tmfs) TMFs, reconnects $rec, ring holds $held after ${waited} s (rx_posted $(session_stat rx_posted), rx_completed $(session_stat rx_completed)), deferred $(session_stat deferred_completions), tmf_invalidations $(session_stat tmf_invalidations), local_invalidations $(session_stat local_invalidations), released_valid_stags $rvs"
+    log "$variant: $races SCSI+TMF Response races in $secs s ($passes fio passes), $(peer_stat mode_events) stalls, $(peer_stat aborts) aborts, $(peer_stat tmfs) TMFs, reconnects $rec, ring holds $held after ${waited} s (rx_posted $(session_stat rx_posted), rx_completed $(session_stat rx_completed)), deferred $(session_stat deferred_completions), tmf_invalidations $(session_stat tmf_invalidations), local_invalidations $(session_stat local_invalidations), released_valid_stags $rvs, held responses whose command was released first $ret (rx_returned)"
     logout_all
     if [ "$ini" = iser_rs ]; then wait_live_zero || die "live objects after logout ($variant): $(live_counts)"; fi
     stop_peer quiet
