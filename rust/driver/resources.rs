@@ -21,7 +21,7 @@ use super::limits::{
 };
 use crate::proto;
 use crate::sys::cm::CmIdRef;
-use crate::sys::errno::ENOTCONN;
+use crate::sys::errno::{ENOBUFS, ENOTCONN};
 use crate::sys::pool::IndexPool;
 use crate::sys::verbs::{
     Cq, CqeHandler, Device, DmaBuf, DmaSlots, Mr, Pd, PostFailed, QpRef, RegReq, SendPayload,
@@ -226,6 +226,12 @@ pub(crate) struct TxDesc {
 /// No slot (the end of a chain of unsignaled Sends' slots).
 const NO_SLOT: u32 = u32::MAX;
 
+/// The completion handle of the unsignaled inline Sends (command PDUs
+/// without data, posted `IB_SEND_INLINE`: the provider copied the header
+/// during the post, so no header slot is read after it and none is held).
+/// Only a failed or flushed work request of such a chain completes here.
+pub(crate) struct InlineSend;
+
 /// Send descriptors for command, Data-Out and management PDUs: one header
 /// slot (iSER header + BHS) and one completion handle each.
 pub(crate) struct TxPool {
@@ -233,6 +239,8 @@ pub(crate) struct TxPool {
     /// reconnect never needs a high-order block for them.
     descs: KVVec<WithCqe<TxDesc>>,
     pub(crate) slots: DmaSlots,
+    /// Names the unsignaled inline Sends (`post_inline`).
+    inline_send: WithCqe<InlineSend>,
     /// The slots of the unsignaled Sends posted and not yet handed to a
     /// signaled one: a lock-free stack (`next_unsignaled` links), pushed
     /// after each unsignaled post and emptied (swapped out whole, never
@@ -272,6 +280,7 @@ impl TxPool {
         Ok(TxPool {
             descs,
             slots: DmaSlots::new(dev, n, HDRS)?,
+            inline_send: WithCqe::new(ctx, InlineSend),
             unsignaled: AtomicU32::new(NO_SLOT),
             waiting: AtomicU32::new(0),
             // `signal_every()` is at least 1.
@@ -343,6 +352,36 @@ impl TxPool {
         }
         self.slots.posted(slot);
         Ok(())
+    }
+
+    /// Posts `[invs] → [regs] → Send(payload)` for a command PDU whose
+    /// payload is inline (the header only: the provider copies it during
+    /// the post). Unsignaled, it needs no header slot: it is posted with
+    /// the shared `InlineSend` handle and only counts as waiting (its send
+    /// queue entries free with the next signaled completion). When it is
+    /// to be signaled (`signal_every - 1` wait) it claims a slot now, whose
+    /// descriptor is the handle that releases the waiting ones: no slot
+    /// free is `ENOBUFS` with nothing posted. Errors as [`TxPool::post`].
+    pub(crate) fn post_inline(
+        &self,
+        qp: crate::sys::verbs::QpRef,
+        invs: &[u32],
+        regs: &[RegReq<'_>],
+        payload: SendPayload<'_>,
+        counters: &Counters,
+    ) -> core::result::Result<(), PostFailed> {
+        let waiting = self.waiting.load(Ordering::Relaxed).saturating_add(1);
+        if waiting < self.signal_every.get() {
+            qp.post_send(invs, regs, self.inline_send.cqe(), payload, false)?;
+            self.waiting.store(waiting, Ordering::Relaxed);
+            counters.unsignaled_waiting(waiting.into());
+            return Ok(());
+        }
+        let Some(slot) = self.slots.claim() else {
+            counters.tx_full();
+            return Err(ENOBUFS().into());
+        };
+        self.post(qp, invs, regs, slot, payload, true, None, counters)
     }
 
     /// Puts the slot of a posted unsignaled Send on the stack.

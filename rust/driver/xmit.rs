@@ -12,7 +12,7 @@
 
 use super::conn::IserConn;
 use super::limits::{HDRS, RX_DATA_LEN};
-use super::resources::{Resources, TxDesc};
+use super::resources::{InlineSend, Resources, TxDesc};
 use super::task::{data_sent, deliver_held_tmf, IserTask};
 use crate::proto;
 use crate::proto::task::TaskStags;
@@ -54,6 +54,16 @@ impl CqeHandler for TxDesc {
         if cookie != 0 {
             data_sent(owner_itt, cookie, conn);
         }
+    }
+}
+
+/// A failed or flushed work request of an unsignaled inline command chain
+/// (softirq): the connection's failure, nothing to release (no slot was
+/// held). A successful completion never comes: those Sends are unsignaled.
+impl CqeHandler for InlineSend {
+    type Ctx = IserConn;
+    fn done(_this: &WithCqe<Self>, conn: &IserConn, wc: &Wc<'_>) {
+        conn.wc_failed(wc, "send");
     }
 }
 
@@ -117,10 +127,19 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     }
     let cmd_sent = task.data().ok_or(EINVAL)?.cmd_sent;
     let unsol_pdus = task.unsol_pdus_left();
-    let need = u32::from(!cmd_sent) + unsol_pdus;
-    let Some(mut rsv) = res.tx.slots.reserve(need) else {
-        conn.counters.tx_full();
-        return Err(ENOBUFS());
+    // A command PDU without immediate data goes inline where the QP
+    // allows it, and then needs no header slot (`TxPool::post_inline`).
+    let inline_cmd = res.inline_hdrs && task.imm_count() == 0;
+    let cmd_slot = !(cmd_sent || inline_cmd);
+    let need = u32::from(cmd_slot) + unsol_pdus;
+    let mut rsv = if need == 0 {
+        None
+    } else {
+        let Some(rsv) = res.tx.slots.reserve(need) else {
+            conn.counters.tx_full();
+            return Err(ENOBUFS());
+        };
+        Some(rsv)
     };
     // Once the command is posted its response may be handled on another
     // CPU at any moment: the transport data is not touched after the post
@@ -128,7 +147,11 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     let local = if cmd_sent {
         task.data().and_then(|d| d.local_data)
     } else {
-        let slot = rsv.take().ok_or_else(ENOBUFS)?;
+        let slot = match (cmd_slot, rsv.as_mut()) {
+            (false, _) => None,
+            (true, Some(rsv)) => Some(rsv.take().ok_or_else(ENOBUFS)?),
+            (true, None) => return Err(ENOBUFS()),
+        };
         send_command(conn, &res, &mut task, slot)?
     };
     if unsol_pdus == 0 {
@@ -145,7 +168,8 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     // is reported through `fail_conn_in_xmit`: libiscsi holds the
     // session's frwd_lock around this call.
     while task.has_unsol_data() {
-        let (Some(mut slot), Some((base, lkey))) = (rsv.take(), local) else {
+        let (Some(mut slot), Some((base, lkey))) = (rsv.as_mut().and_then(|r| r.take()), local)
+        else {
             // Reserved above / set by send_command: unreachable unless
             // libiscsi changed the task under us (or, before the shim
             // checked the direction, a read inherited a failed write's
@@ -205,7 +229,7 @@ fn send_command(
     conn: &IserConn,
     res: &Resources,
     task: &mut Task<'_, IserTask>,
-    slot: SlotToken<'_>,
+    slot: Option<SlotToken<'_>>,
 ) -> Result<Option<(u64, u32)>> {
     let (dir, len) = task.scsi_data();
     let unsol = task.unsol_len();
@@ -305,12 +329,13 @@ struct Stags {
 }
 
 /// Sends the command PDU of a prepared task: [local inv] → [REG_MR] → Send
-/// of the iSER header, BHS and immediate data.
+/// of the iSER header, BHS and immediate data, from header slot `slot`, or
+/// inline without one (`None`: no immediate data, the QP sends inline).
 fn post_command(
     conn: &IserConn,
     res: &Resources,
     task: &mut Task<'_, IserTask>,
-    mut slot: SlotToken<'_>,
+    mut slot: Option<SlotToken<'_>>,
     (dir, len): (Dir, u32),
     Stags {
         read,
@@ -348,12 +373,13 @@ fn post_command(
         lkey: 0,
     }; 2];
     let payload = if imm == 0 && res.inline_hdrs {
-        // Header only: copied into the work request by the provider. The
-        // header slot is still claimed: its descriptor is the Send's
-        // completion handle.
+        // Header only: copied into the work request by the provider.
         SendPayload::Inline(&hdrs)
     } else {
-        sges[0] = write_hdrs(&res.tx.slots, &mut slot, &hdrs, res.lkey);
+        let Some(slot) = slot.as_mut() else {
+            return Err(EINVAL);
+        };
+        sges[0] = write_hdrs(&res.tx.slots, slot, &hdrs, res.lkey);
         if imm == 0 {
             SendPayload::Sges(&sges[..1])
         } else {
@@ -384,21 +410,31 @@ fn post_command(
     td.send_pending = imm > 0 || data_outs;
     let owner = (imm > 0 && !data_outs).then(|| (cmd_itt(&td.bhs), td.cookie));
     let local = td.local_data;
-    if let Err(e) = res.tx.post(
-        res.qp,
-        invs,
-        regs,
-        slot,
-        payload,
-        false,
-        owner,
-        &conn.counters,
-    ) {
+    let posted = match slot {
+        Some(slot) => res.tx.post(
+            res.qp,
+            invs,
+            regs,
+            slot,
+            payload,
+            false,
+            owner,
+            &conn.counters,
+        ),
+        None => res
+            .tx
+            .post_inline(res.qp, invs, regs, payload, &conn.counters),
+    };
+    if let Err(e) = posted {
         td.local_only = false;
         td.stags = None;
         td.cmd_sent = false;
         td.send_pending = false;
-        conn.counters.post_error();
+        // No header slot for a signaled inline Send is `tx_full`, counted
+        // where it happened; nothing was posted then.
+        if e.err != ENOBUFS() {
+            conn.counters.post_error();
+        }
         if e.posted > 0 {
             // Part of the chain was posted (the LOCAL_INV, or the REG_MR
             // too) and the Send, which is last, was not: the MR is
