@@ -27,14 +27,15 @@
 #     never saw, which rxe refuses;
 #   * a failed chain that was to invalidate an MR still valid left it
 #     unmarked and with a bumped key: its next REG_MR found it valid.
+#   Either refusal puts the QP in error, which rxe reports by flushes
+#   only, so the session hung until the NOP-Out timeout (22 times in one
+#   run with neither MR fix, 4 with only the first).
 #   It also checks that when a signaled post fails, the unsignaled Sends
 #   it was to take (put back, counter unsignaled_requeued) never make
 #   more than signal_every - 1 wait at once (unsignaled_max), the room
 #   MAX_SEND_WR leaves them: the signaled Send was chosen by a post count,
-#   and 30 waited (2026-11-27) before it was chosen by how many wait.
-#   Either refusal puts the QP in error, which rxe reports by flushes
-#   only, so the session hung until the NOP-Out timeout (22 times in one
-#   run with neither MR fix, 4 with only the first).
+#   and 34 waited at once (2026-11-27) before it was chosen by how many
+#   wait.
 # - Partial chains: with fail_iser_rs_post/partial only send chains of two
 #   or more WRs fail, each after posting a random prefix (as ib_post_send
 #   does when a WR past the head is refused): four command chains of a
@@ -126,7 +127,7 @@ log "commands: $FAILED posts failed, $(( $(iser_connects) - c0 )) reconnects, $w
 # that one's post fails, the Sends it was to take wait for the next
 # signaled one. MAX_SEND_WR leaves room for signal_every - 1 of them, so
 # the next post must be signaled once that many wait, not signal_every
-# posts later (before the fix: 30 waited).
+# posts later (before the fix: 34 waited at once).
 se=$(cat /sys/module/iser_rs/parameters/signal_every)
 umax=$(session_stat unsignaled_max) ureq=$(session_stat unsignaled_requeued)
 log "commands: unsignaled Sends put back after a failed signaled post: $ureq; the most that waited at once: $umax (signal_every $se)"
