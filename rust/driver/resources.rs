@@ -322,18 +322,16 @@ impl TxPool {
         let (itt, cookie) = owner.unwrap_or((0, 0));
         d.owner_itt.store(itt, Ordering::Relaxed);
         d.owner_cookie.store(cookie, Ordering::Release);
-        // Unsignaled Sends waiting if this one is not signaled.
-        let waiting = self.waiting.load(Ordering::Relaxed).saturating_add(1);
-        let signal = always_signal || owner.is_some() || waiting >= self.signal_every.get();
-        if !signal {
+        let waiting = self.waiting_if_unsignaled();
+        let signal = always_signal || owner.is_some() || waiting.is_none();
+        if let (false, Some(waiting)) = (signal, waiting) {
             if let Err(e) = qp.post_send(invs, regs, d.cqe(), payload, false) {
                 d.owner_cookie.store(0, Ordering::Relaxed);
                 return Err(e);
             }
             let index = self.slots.posted(slot);
             self.push_unsignaled(index);
-            self.waiting.store(waiting, Ordering::Relaxed);
-            counters.unsignaled_waiting(waiting.into());
+            self.now_waiting(waiting, counters);
             return Ok(());
         }
         // Every unsignaled Send pushed so far was posted before this one.
@@ -370,11 +368,9 @@ impl TxPool {
         payload: SendPayload<'_>,
         counters: &Counters,
     ) -> core::result::Result<(), PostFailed> {
-        let waiting = self.waiting.load(Ordering::Relaxed).saturating_add(1);
-        if waiting < self.signal_every.get() {
+        if let Some(waiting) = self.waiting_if_unsignaled() {
             qp.post_send(invs, regs, self.inline_send.cqe(), payload, false)?;
-            self.waiting.store(waiting, Ordering::Relaxed);
-            counters.unsignaled_waiting(waiting.into());
+            self.now_waiting(waiting, counters);
             return Ok(());
         }
         let Some(slot) = self.slots.claim() else {
@@ -382,6 +378,19 @@ impl TxPool {
             return Err(ENOBUFS().into());
         };
         self.post(qp, invs, regs, slot, payload, true, None, counters)
+    }
+
+    /// How many unsignaled Sends would wait if the next one went
+    /// unsignaled; `None` when that would be `signal_every`: it is signaled.
+    fn waiting_if_unsignaled(&self) -> Option<u32> {
+        let waiting = self.waiting.load(Ordering::Relaxed).saturating_add(1);
+        (waiting < self.signal_every.get()).then_some(waiting)
+    }
+
+    /// An unsignaled Send was posted: `waiting` wait now.
+    fn now_waiting(&self, waiting: u32, counters: &Counters) {
+        self.waiting.store(waiting, Ordering::Relaxed);
+        counters.unsignaled_waiting(waiting.into());
     }
 
     /// Puts the slot of a posted unsignaled Send on the stack.
