@@ -181,6 +181,8 @@ def main():
           f"{meta.get('runtime_s', '?')} s runs + {meta.get('ramp_s', '?')} s ramp, "
           f"{meta.get('reps', '?')} rep(s), {meta.get('ioengine', 'libaio')}, direct=1"
           + (" [QUICK]" if meta.get("quick") else "") + (" [PARTIAL]" if meta.get("partial") else ""))
+    for link in meta.get("links", []):
+        print(f"link setting: {link} (points named NAME-mtuM ran at veth MTU M)")
     if host.get("git"):
         print(f"module: git {host['git']}, iser_rs.ko sha256 {host.get('iser_rs_ko_sha256', '?')}...")
     if host.get("clock") == "icount":
