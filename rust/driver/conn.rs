@@ -145,6 +145,11 @@ pub(crate) struct IserConn {
     /// the end of a logout (or of a discovery session), not a lost link,
     /// and is logged as such.
     logged_out: AtomicBool,
+    /// That Logout Response said "connection closed successfully": iscsid,
+    /// which got it, stops the connection itself, so the disconnect (and
+    /// the flush it brings) is not reported to libiscsi as a connection
+    /// error (`end_after_logout`).
+    logout_ok: AtomicBool,
     /// The iSER Hello exchange (module parameter `hello`): `HELLO_SENT`
     /// plus the iSER-IRD the Hello declared while its HelloReply is
     /// awaited; 0 when none is. Set by the ESTABLISHED handler, taken by
@@ -195,6 +200,7 @@ impl IserConn {
                 flushed: AtomicBool::new(false),
                 failed: AtomicBool::new(false),
                 logged_out: AtomicBool::new(false),
+                logout_ok: AtomicBool::new(false),
                 hello_sent: AtomicU32::new(0),
                 hello_verdict: AtomicI32::new(0),
                 login_tx_user: AtomicU32::new(u32::MAX),
@@ -482,10 +488,19 @@ impl IserConn {
     /// the connection going away when it was torn down (`quiesce`), failed
     /// or lost; otherwise the QP went to error on its own and fails the
     /// connection here (`unasked_flush`).
+    #[inline]
     pub(crate) fn wc_failed(&self, wc: &Wc<'_>, what: &str) -> bool {
         if wc.ok() {
             return false;
         }
+        self.wc_failed_slow(wc, what);
+        true
+    }
+
+    /// `wc_failed` for a completion that did not succeed (out of line: every
+    /// completion takes the check above, few get here).
+    #[cold]
+    fn wc_failed_slow(&self, wc: &Wc<'_>, what: &str) {
         if !wc.flushed() {
             self.counters.wc_error();
             pr_warn!("{} failed, status {}\n", what, wc.status());
@@ -493,7 +508,6 @@ impl IserConn {
         } else {
             self.unasked_flush();
         }
-        true
     }
 
     /// A flush on a connection that is up, neither failed nor torn down:
@@ -533,6 +547,9 @@ impl IserConn {
             return;
         }
         // Once per connection: `conn_error` marks it failed.
+        if self.end_after_logout() {
+            return;
+        }
         if !self.logged_out.load(Ordering::Acquire) {
             pr_warn!("QP in error state on a live connection (a flush before any teardown): connection failed\n");
         }
@@ -762,9 +779,27 @@ impl IserConn {
         self.ring_ffp.store(true, Ordering::Release);
     }
 
-    /// A Logout Response arrived: the disconnect that follows is expected.
-    pub(crate) fn logout_answered(&self) {
+    /// A Logout Response arrived (`ok`: its response is "connection closed
+    /// successfully"): the disconnect that follows is expected.
+    pub(crate) fn logout_answered(&self, ok: bool) {
+        if ok {
+            self.logout_ok.store(true, Ordering::Release);
+        }
         self.logged_out.store(true, Ordering::Release);
+    }
+
+    /// The QP's end after a successful logout (the target's disconnect,
+    /// the flush it brings): nothing more is delivered, and no connection
+    /// error goes to libiscsi, whose logout iscsid completes by stopping
+    /// the connection (libiscsi would log "detected conn error" for every
+    /// such logout; case 045 counts them). Returns false when the logout
+    /// was not answered with success: a failure to report, then.
+    fn end_after_logout(&self) -> bool {
+        if !self.logout_ok.load(Ordering::Acquire) {
+            return false;
+        }
+        self.failed.store(true, Ordering::Release);
+        true
     }
 
     /// Receive ring entry `rx` held a response for a command that was
@@ -886,10 +921,17 @@ impl IserConn {
             return;
         };
         let msg = desc.buf.for_cpu(len as usize);
-        let ctx = proto::bhs::RxContext::full_feature(RX_DATA_LEN as u32);
-        match proto::bhs::parse_received_send(msg, &ctx) {
-            Ok(pdu) => self.complete(conn, desc, msg, &pdu),
-            Err(e) => return self.proto_error(e),
+        // A SCSI Response without AHS or data (most held ones: held for
+        // their Send's completion) takes the receive path's fast path, which
+        // the full parser would accept the same (`plain_scsi_response`).
+        if let Some(rsp) = proto::bhs::plain_scsi_response(msg) {
+            self.deliver(conn, desc, rsp.bhs, &[]);
+        } else {
+            let ctx = proto::bhs::RxContext::full_feature(RX_DATA_LEN as u32);
+            match proto::bhs::parse_received_send(msg, &ctx) {
+                Ok(pdu) => self.complete(conn, desc, msg, &pdu),
+                Err(e) => return self.proto_error(e),
+            }
         }
         // A held TMF Response just made libiscsi release commands, whose
         // own held responses' buffers `cleanup` orphaned: back to the ring.
@@ -1077,8 +1119,13 @@ impl CmHandler for IserConn {
                 return self.cm.take();
             }
             CmEventKind::Disconnected | CmEventKind::AddrChange => {
+                // `stop_conn` (quiesce) disconnected first: the end libiscsi
+                // asked for (a discovery session ends so), nothing lost.
+                let stopping = self.drained.load(Ordering::Acquire);
                 if self.logged_out.load(Ordering::Acquire) {
                     pr_info!("disconnected after logout\n");
+                } else if stopping {
+                    iser_dbg!("disconnected: the connection was stopped\n");
                 } else {
                     pr_warn!("connection lost ({:?})\n", ev.kind);
                 }
@@ -1087,7 +1134,9 @@ impl CmHandler for IserConn {
                 } else {
                     self.set_state(State::Down, None);
                 }
-                self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
+                if !stopping && !self.end_after_logout() {
+                    self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
+                }
             }
             CmEventKind::TimewaitExit | CmEventKind::Other(_) => {}
         }

@@ -49,7 +49,7 @@ counters! {
     data_outs: "Unsolicited Data-Out PDUs sent.",
     rx_posted: "Receive ring buffers posted (the ring at login, then every repost).",
     rx_completed: "Receive ring completions (PDUs received into the ring); rx_posted - rx_completed is what the ring holds: RX_RING when idle.",
-    send_queue_full: "PDUs refused for lack of a send slot or MR (the midlayer retries commands).",
+    send_queue_full: "PDUs refused for lack of a send slot (the midlayer retries commands).",
     err_protocol: "Protocol errors by the target (connection failed).",
     err_completion: "Work completions with an error (not flushes).",
     err_post: "Failed post_send/post_recv calls.",

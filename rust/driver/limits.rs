@@ -29,9 +29,14 @@ pub(crate) const SIGNAL_EVERY: usize = 16;
 /// failed signaled post put its batch back; libiscsi's frwd_lock
 /// serialises the posts).
 pub(crate) const TX_DESCS: u32 = DATAOUT_MAX + CMDS_MAX + MGMT_MAX + SIGNAL_EVERY as u32;
-/// FRWR MRs: two per command (a bidirectional command needs a Read and a
-/// Write STag).
-pub(crate) const MRS: u32 = 2 * CMDS_MAX;
+/// FRWR MRs: one per libiscsi task, named by the task's index (`MrPool`).
+/// A command registers one MR at most (Linux has had no bidirectional SCSI
+/// commands since 5.1), and a session has at most `CMDS_MAX` tasks in all:
+/// `iscsi_session_setup` takes `can_queue` (clamped to `CMDS_MAX`) as the
+/// total of its SCSI and management tasks, rounded down to a power of two
+/// (`iscsi_host_get_max_scsi_cmds`; ISCSI_MGMT_CMDS_MAX of them are
+/// management tasks), so every task index is below it.
+pub(crate) const MRS: u32 = CMDS_MAX;
 /// Local-invalidation descriptors: one per command that may wait for its
 /// invalidation, doubled for aborted commands whose invalidation is still
 /// in flight when their task is reused.
@@ -40,7 +45,9 @@ pub(crate) const INV_DESCS: u32 = 2 * CMDS_MAX;
 /// covers every MR of the pool.
 pub(crate) const TMF_INV_MAX: u32 = MRS;
 /// Send queue: per command a Send plus at most 2 registrations and 2 local
-/// invalidations (bidirectional), the Data-Out pool, the management PDUs,
+/// invalidations (written for bidirectional commands, which Linux no longer
+/// has: a chain uses one registration and up to two invalidations, one
+/// leading it and one after its response; the rest is margin), the Data-Out pool, the management PDUs,
 /// the invalidations of a successful TMF, and the unsignaled Sends whose
 /// entries free only with the next signaled completion (fewer than
 /// `SIGNAL_EVERY`; their header slots are counted in the pool, this is

@@ -86,8 +86,10 @@ fn rx_done(conn: &IserConn, desc: &WithCqe<RxDesc>, wc: &Wc<'_>) {
     {
         return;
     }
-    if pdu.opcode == proto::bhs::OP_LOGOUT_RSP {
-        conn.logout_answered();
+    if let proto::bhs::TargetHeader::LogoutResponse(l) = &pdu.header {
+        // Response 0: connection or session closed successfully (RFC 7143
+        // §11.15.1).
+        conn.logout_answered(l.response == 0);
     }
     if pdu.opcode == proto::bhs::OP_SCSI_RSP {
         let hdr_len = proto::bhs::BHS_LEN + pdu.ahs.len();

@@ -71,9 +71,9 @@ struct MrSlot {
     /// or a command released without a known-complete invalidation):
     /// invalidate before the next registration.
     dirty: AtomicBool,
-    /// The command holding the MR, while out of the pool: raw ITT (high
-    /// half) tagged with `OWNED` (low half), written before the
-    /// registration is posted; 0 in the pool. A successful TMF finds the
+    /// The command holding the MR (its task's current command): raw ITT
+    /// (high half) tagged with `OWNED` (low half), written before the
+    /// registration is posted; 0 once released. A successful TMF finds the
     /// MRs of the commands it releases by it.
     owner_itt: AtomicU64,
     /// That command's raw LUN field.
@@ -85,15 +85,16 @@ struct MrSlot {
     tmf_invalidated: AtomicBool,
 }
 
-/// Low half of `MrSlot::owner_itt` for an MR out of the pool.
+/// Low half of `MrSlot::owner_itt` for an MR a command holds.
 const OWNED: u64 = 1;
 
-/// The connection's FRWR MRs: two per command slot (bidirectional
-/// commands need a Read and a Write STag). Lock-free: any context may take
-/// or return one.
+/// The connection's FRWR MRs: one per libiscsi task of the session, named
+/// by the task's index (`MRS`), so a command finds its MR without a search
+/// and nothing is shared between tasks: libiscsi hands a task to one
+/// command at a time and calls `cleanup_task` before it hands it out
+/// again. Any context may read a slot's marks (atomics).
 pub(crate) struct MrPool {
     slots: KVec<MrSlot>,
-    free: IndexPool,
 }
 
 impl MrPool {
@@ -111,17 +112,19 @@ impl MrPool {
                 GFP_KERNEL,
             )?;
         }
-        let free = IndexPool::new(n)?;
         // Counted once the pool exists: its `Drop` takes them back off.
         // An error above drops the MRs made so far (each deregisters
         // itself) without a pool, so nothing was counted for them (case
         // 051 found 6 counted and never taken off after a failed login).
         super::counters::live_mr(slots.len() as i64);
-        Ok(MrPool { slots, free })
+        Ok(MrPool { slots })
     }
 
-    pub(crate) fn get(&self) -> Option<u16> {
-        self.free.claim().map(|i| i as u16)
+    /// The MR of the task with libiscsi index `task_index` (`None` past the
+    /// pool: never, as `MRS` bounds the session's tasks).
+    pub(crate) fn for_task(&self, task_index: u32) -> Option<u16> {
+        let i = u16::try_from(task_index).ok()?;
+        (usize::from(i) < self.slots.len()).then_some(i)
     }
 
     pub(crate) fn mr(&self, i: u16) -> Option<&Mr> {
@@ -134,18 +137,23 @@ impl MrPool {
             s.tmf_invalidated.store(false, Ordering::Relaxed);
             s.owner_lun
                 .store(u64::from_ne_bytes(lun), Ordering::Relaxed);
+            // Acquire too: the `dirty` mark `release` left (for the task's
+            // previous command, maybe on another CPU) is seen by
+            // `take_dirty` after this.
             s.owner_itt
-                .store(u64::from(itt) << 32 | OWNED, Ordering::Release);
+                .swap(u64::from(itt) << 32 | OWNED, Ordering::AcqRel);
         }
     }
 
-    pub(crate) fn put(&self, i: u16, still_valid: bool) {
+    /// The command holding MR `i` let it go (`cleanup`, or a registration
+    /// that failed before its post); `still_valid`: invalidate it before its
+    /// next registration.
+    pub(crate) fn release(&self, i: u16, still_valid: bool) {
         if let Some(s) = self.slots.get(i as usize) {
             if still_valid {
                 s.dirty.store(true, Ordering::Relaxed);
             }
             s.owner_itt.store(0, Ordering::Release);
-            self.free.release(u32::from(i));
         }
     }
 

@@ -419,21 +419,21 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
     }
     if let (Some(c), [Some(_), _] | [_, Some(_)]) = (conn, mrs) {
         if let Some(res) = c.resources() {
-            let put = |i: u16| {
+            let release = |i: u16| {
                 let valid = live && !res.mrs.tmf_invalidated(i);
                 if valid && !c.qp_flushed() && c.counters.released_valid() == 0 {
                     pr_err!(
                         "STag guarantee broken: a command was released with a valid STag on a live QP (released_valid_stags)\n"
                     );
                 }
-                res.mrs.put(i, valid || local_only);
+                res.mrs.release(i, valid || local_only);
             };
             // The two slots written out (this runs for every command).
             if let Some(i) = mrs[0] {
-                put(i);
+                release(i);
             }
             if let Some(i) = mrs[1] {
-                put(i);
+                release(i);
             }
         }
     }

@@ -126,7 +126,14 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
         return xmit_mgmt(conn, &res, task);
     }
     let cmd_sent = task.data().ok_or(EINVAL)?.cmd_sent;
-    let unsol_pdus = task.unsol_pdus_left();
+    let scsi_data = task.scsi_data();
+    // Only a write has unsolicited Data-Out (the shim checks the direction
+    // too): a read skips the call.
+    let unsol_pdus = if scsi_data.0 == Dir::ToDevice {
+        task.unsol_pdus_left()
+    } else {
+        0
+    };
     // A command PDU without immediate data goes inline where the QP
     // allows it, and then needs no header slot (`TxPool::post_inline`).
     let inline_cmd = res.inline_hdrs && task.imm_count() == 0;
@@ -152,7 +159,7 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
             (true, Some(rsv)) => Some(rsv.take().ok_or_else(ENOBUFS)?),
             (true, None) => return Err(ENOBUFS()),
         };
-        send_command(conn, &res, &mut task, slot)?
+        send_command(conn, &res, &mut task, slot, scsi_data, unsol_pdus > 0)?
     };
     if unsol_pdus == 0 {
         return Ok(());
@@ -192,7 +199,7 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
         let mut iser = [0u8; proto::iser_hdr::ISER_HDR_LEN];
         proto::iser_hdr::IserHeader::control().encode(&mut iser);
         let h = fill_hdr(&res.tx.slots, &mut slot, &iser, &hdr, res.lkey);
-        let data = Sge {
+        let payload = Sge {
             addr: base + u64::from(off),
             length: len,
             lkey,
@@ -204,7 +211,7 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
                 &[],
                 &[],
                 slot,
-                SendPayload::Sges(&[h, data]),
+                SendPayload::Sges(&[h, payload]),
                 false,
                 owner,
                 &conn.counters,
@@ -222,16 +229,18 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     Ok(())
 }
 
-/// Registers the command's buffer and sends the command PDU (with its
-/// immediate data) in one chain: [local inv] → REG_MR → Send.
+/// Registers the command's buffer (direction and length `(dir, len)`) and
+/// sends the command PDU (with its immediate data) in one chain: [local
+/// inv] → REG_MR → Send; `data_outs`: unsolicited Data-Out follows.
 /// Returns where the command's data lies for the Data-Out Sends.
 fn send_command(
     conn: &IserConn,
     res: &Resources,
     task: &mut Task<'_, IserTask>,
     slot: Option<SlotToken<'_>>,
+    (dir, len): (Dir, u32),
+    data_outs: bool,
 ) -> Result<Option<(u64, u32)>> {
-    let (dir, len) = task.scsi_data();
     let unsol = task.unsol_len();
     let mut read = None;
     let mut write = None;
@@ -247,15 +256,23 @@ fn send_command(
                 let td = task.data().ok_or(EINVAL)?;
                 td.local_data = Some((addr, res.lkey));
                 td.sg = Some(mapped);
-                return post_command(conn, res, task, slot, (dir, len), Stags::default());
+                return post_command(
+                    conn,
+                    res,
+                    task,
+                    slot,
+                    (dir, len, data_outs),
+                    Stags::default(),
+                );
             }
         }
-        let Some(i) = res.mrs.get() else {
-            conn.counters.tx_full();
-            return Err(ENOBUFS());
-        };
-        let Some(mr) = res.mrs.mr(i) else {
-            res.mrs.put(i, false);
+        // The task's own MR (`MrPool`): no search, nothing to give back
+        // but its marks.
+        let Some((i, mr)) = task
+            .index()
+            .and_then(|t| res.mrs.for_task(t))
+            .and_then(|i| Some((i, res.mrs.mr(i)?)))
+        else {
             return Err(EINVAL);
         };
         {
@@ -270,9 +287,9 @@ fn send_command(
         // before names this one.
         mr.bump_key();
         if let Err(e) = mr.map_sg(&mapped) {
-            // `unwind` keeps the invalidation mark; `put` adds none.
+            // `unwind` keeps the invalidation mark; `release` adds none.
             res.mrs.unwind(i, inv);
-            res.mrs.put(i, false);
+            res.mrs.release(i, false);
             return Err(e);
         }
         let td = task.data().ok_or(EINVAL)?;
@@ -308,7 +325,7 @@ fn send_command(
         res,
         task,
         slot,
-        (dir, len),
+        (dir, len, data_outs),
         Stags {
             read,
             write,
@@ -330,13 +347,14 @@ struct Stags {
 
 /// Sends the command PDU of a prepared task: [local inv] → [REG_MR] → Send
 /// of the iSER header, BHS and immediate data, from header slot `slot`, or
-/// inline without one (`None`: no immediate data, the QP sends inline).
+/// inline without one (`None`: no immediate data, the QP sends inline);
+/// `data_outs`: unsolicited Data-Out follows.
 fn post_command(
     conn: &IserConn,
     res: &Resources,
     task: &mut Task<'_, IserTask>,
     mut slot: Option<SlotToken<'_>>,
-    (dir, len): (Dir, u32),
+    (dir, len, data_outs): (Dir, u32, bool),
     Stags {
         read,
         write,
@@ -397,7 +415,6 @@ fn post_command(
     let reg_req = reg.and_then(|(i, access)| res.mrs.mr(i).map(|mr| RegReq { mr, access }));
     let regs = reg_req.as_slice();
     let invs = inv.as_slice();
-    let data_outs = task.has_unsol_data();
     let td = task.data().ok_or(EINVAL)?;
     // Everything the response path reads is in place before the post: the
     // response may be handled on another CPU before `post` returns.

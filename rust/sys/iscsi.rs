@@ -336,6 +336,14 @@ impl<D> Task<'_, D> {
         unsafe { super::verbs::MappedSg::map(dev, sg, nents, dir == Dir::ToDevice) }
     }
 
+    /// The task's index in its session (libiscsi's `task->itt`, set once
+    /// at session setup: `0..cmds_max`, fixed for the session's life; the
+    /// ITT on the wire adds the session's age to it).
+    pub(crate) fn index(&self) -> Option<u32> {
+        // SAFETY: plain field read of a live task.
+        u32::try_from(unsafe { (*self.raw.as_ptr()).itt }).ok()
+    }
+
     /// The BHS libiscsi built, as bytes.
     pub(crate) fn hdr_len(&self) -> usize {
         // SAFETY: plain field read of a live task.

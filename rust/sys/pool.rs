@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 //! [`IndexPool`]: lock-free allocation of indices `0..n` (header slots,
-//! MRs, invalidation descriptors), usable from any context, with
+//! invalidation descriptors), usable from any context, with
 //! all-or-nothing reservations. Safe code; it lives in the wrapper layer
 //! because [`super::verbs::DmaSlots`] builds on it.
 

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # iscsiadm -I iser logs in through iser_rs, a disk appears, fio crc32c
 # verify passes (random writes then verified reads), logout and rmmod
-# leave no live connection, QP or MR behind. Then `debug_level` as
+# leave no live connection, QP or MR behind (while logged in: one
+# connection, with one MR per libiscsi task). Then `debug_level` as
 # ib_iser's: 0 (the default) prints no trace, 3 prints the connection
 # setup (level > 1) and every CM event (level > 2). The setup line's
 # memory figures: no buffer of the connection needs more than order 2.
+# Nothing in the clean discovery, logins and logouts warns that a
+# connection was lost or reports a connection error.
 . "$(dirname "$0")/../lib.sh"
 setup_rdma rxe
 setup_target 1
@@ -17,6 +20,12 @@ traces() { sleep 0.5; grep -cE "iser_rs: $1" /tmp/030.kmsg; }
 disk=$(login iser | head -1); [ -n "$disk" ] || { dmesg | tail -30; die "login through iser_rs"; }
 log "iser_rs disk: $disk ($(cat /sys/block/${disk#/dev/}/size) sectors)"
 iscsiadm -m session -P1 | grep -E "Iface Transport|iSCSI Session State" | sed 's/^/# /'
+# One connection (the discovery one is gone once its session logged out)
+# holds one MR per libiscsi task: MRS = CMDS_MAX = 128.
+for ((i = 0; i < 50; i++)); do [[ "$(live_counts)" == *"live_conns=1 "* ]] && break; sleep 0.1; done
+log "live objects with one session: $(live_counts)"
+[[ "$(live_counts)" == *"live_conns=1 live_qps=1 live_mrs=128 live_pds=1 live_cqs=1 "* ]] ||
+    die "one session: $(live_counts) (expected one connection with 128 MRs)"
 fio_verify "$disk" --rw=randwrite --bs=4k --iodepth=16 || die "fio verify 4k"
 iscsiadm -m session -s | grep -E "cmds_|registrations|invalidations|deferred|err_" | sed 's/^/# /'
 logout_all
@@ -41,4 +50,10 @@ log "debug_level=3: $setup setup lines, $events CM event lines ($(grep -m1 'iser
 # table from kvmalloc).
 largest=$(grep -m1 -o 'largest contiguous allocation [0-9]*' /tmp/030.kmsg | grep -o '[0-9]*$')
 [ -n "$largest" ] && [ "$largest" -le 16384 ] || die "largest contiguous allocation ${largest:-?} bytes (more than order 2)"
+# Discovery, two logins and logouts, nothing lost: no warning that a
+# connection was lost (the discovery session ends with stop_conn, the
+# sessions with a Logout), and no connection error reported to libiscsi.
+lost=$(grep -c 'iser_rs: connection lost' /tmp/030.kmsg) errs=$(grep -c 'detected conn error' /tmp/030.kmsg)
+log "connection lost warnings: $lost, connection errors reported: $errs"
+[ "$lost" = 0 ] && [ "$errs" = 0 ] || die "clean discovery/login/logout: $lost 'connection lost' warnings, $errs connection errors"
 rmmod iser_rs || die "rmmod iser_rs"

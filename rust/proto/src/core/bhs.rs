@@ -387,6 +387,7 @@ pub struct PlainScsiResponse<'a> {
 /// it; opcode SCSI Response; TotalAHSLength and DataSegmentLength 0; F=1;
 /// o/u and O/U not both set; Response 0x00, 0x01 or 0x80-0xff; ITT not
 /// reserved.
+#[inline]
 pub fn plain_scsi_response(msg: &[u8]) -> Option<PlainScsiResponse<'_>> {
     let (iser, bhs) = wire::split_at(msg, ISER_HDR_LEN)?;
     if bhs.len() != BHS_LEN || iser.get(..4)? != [ISER_VER, 0, 0, 0] {
