@@ -546,10 +546,10 @@ impl IserConn {
         if self.state() != State::Up || self.failed.load(Ordering::Acquire) {
             return;
         }
-        // Once per connection: `conn_error` marks it failed.
         if self.end_after_logout() {
             return;
         }
+        // Once per connection: `conn_error` marks it failed.
         if !self.logged_out.load(Ordering::Acquire) {
             pr_warn!("QP in error state on a live connection (a flush before any teardown): connection failed\n");
         }
