@@ -52,6 +52,15 @@ module_param_named(signal_every, iser_rs_signal_every, uint, 0644);
 MODULE_PARM_DESC(signal_every, "Request a completion for one Send in this many, 1..16 (default: 16; ib_iser: 1)");
 
 /*
+ * Send-queue entries per connection: 0 (the default) asks for MAX_SEND_WR
+ * (limits.rs); the device's max_qp_wr caps it either way. A smaller queue
+ * only makes commands wait for room (TARGET_BUSY) sooner. Read at setup.
+ */
+unsigned int iser_rs_sq_depth;
+module_param_named(sq_depth, iser_rs_sq_depth, uint, 0644);
+MODULE_PARM_DESC(sq_depth, "Send queue entries per connection, 0 = the full budget (default: 0; the device's max_qp_wr caps it)");
+
+/*
  * iSER Hello (iSER §5.1.3, §9.3-9.4): off by default, since LIO and tgt
  * do not answer it (Linux peers exchange the CM private data instead).
  * Read when a connection is established.
@@ -619,6 +628,17 @@ void *iser_rs_shost_priv(struct Scsi_Host *shost)
 int iser_rs_device_max_qp_rd_atom(struct ib_device *dev)
 {
 	return dev->attrs.max_qp_rd_atom;
+}
+
+/**
+ * iser_rs_device_max_qp_wr() - the device's max_qp_wr attribute
+ * @dev: the RDMA device
+ *
+ * Return: the most work requests one queue of a QP may hold.
+ */
+int iser_rs_device_max_qp_wr(struct ib_device *dev)
+{
+	return dev->attrs.max_qp_wr;
 }
 
 /**

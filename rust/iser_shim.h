@@ -17,6 +17,7 @@ extern unsigned int iser_rs_max_lun;
 extern int iser_rs_debug_level;
 extern bool iser_rs_inline_sends;
 extern unsigned int iser_rs_signal_every;
+extern unsigned int iser_rs_sq_depth;
 extern bool iser_rs_hello;
 extern unsigned int iser_rs_inject_send_pdu_delay_ms;
 extern unsigned int iser_rs_inject_setup_delay_ms;
@@ -90,6 +91,7 @@ void *iser_rs_shost_priv(struct Scsi_Host *shost);
 struct iscsi_cls_session;
 struct Scsi_Host *iser_rs_cls_session_to_shost(struct iscsi_cls_session *s);
 int iser_rs_device_max_qp_rd_atom(struct ib_device *dev);
+int iser_rs_device_max_qp_wr(struct ib_device *dev);
 bool iser_rs_device_sg_gaps_reg(struct ib_device *dev);
 struct device *iser_rs_device_dma_parent(struct ib_device *dev);
 #endif

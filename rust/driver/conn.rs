@@ -590,13 +590,13 @@ impl IserConn {
         }
         let res = Resources::new(id, self)?;
         let (kib, largest) = res.memory();
-        let (dev, inline_hdrs) = (res.dev, res.inline_hdrs);
+        let (dev, inline_hdrs, sq_depth) = (res.dev, res.inline_hdrs, res.sq_depth);
         self.res.set(res)?;
         super::counters::live_qp(1);
         iser_info!(
             "setup: PD, CQ of {} entries, QP with {} send and {} receive WRs (inline headers: {}), {} MRs of {} pages, {} receive buffers of {} bytes; buffers and descriptors {} KiB, largest contiguous allocation {} bytes\n",
             super::limits::CQ_ENTRIES,
-            super::limits::MAX_SEND_WR,
+            sq_depth,
             super::limits::MAX_RECV_WR,
             if inline_hdrs { "yes" } else { "no" },
             super::limits::MRS,

@@ -60,8 +60,10 @@ counters! {
     released_valid_stags: "STags (MRs) still valid on a live QP when libiscsi released their command: a broken guarantee, 0 on every path the tests drive.",
     rx_returned: "Receive buffers of held responses whose command libiscsi released first (task cleanup): back to the ring undelivered (to teardown once the connection failed).",
     rx_orphaned: "Of those, buffers whose repost failed: reposted by the next receive completion.",
-    unsignaled_max: "The most unsignaled Sends that waited at once for a signaled one to release their slots: at most signal_every - 1 (MAX_SEND_WR's margin for them).",
+    unsignaled_max: "The most unsignaled Sends that waited at once for a signaled one to release their slots: at most signal_every - 1.",
     unsignaled_requeued: "Unsignaled Sends put back to wait for the next signaled one, after the signaled post that was to take them failed.",
+    sq_room_waits: "PDUs that waited for send-queue room (commands go back to the midlayer): the entries the transmit path had in use, counted until a signaled completion at or after them was reaped, left too few (sq_depth less the receive path's reserve).",
+    sq_used_max: "The most send-queue entries the transmit path had in use at once, the post that reached it included.",
 }
 
 impl Counters {
@@ -138,6 +140,16 @@ impl Counters {
     pub(crate) fn unsignaled_waiting(&self, n: u64) {
         if n > self.unsignaled_max.load(Ordering::Relaxed) {
             self.unsignaled_max.store(n, Ordering::Relaxed);
+        }
+    }
+    pub(crate) fn sq_room_wait(&self) {
+        self.sq_room_waits.fetch_add(1, Ordering::Relaxed);
+    }
+    /// `n` send-queue entries in use by the transmit path (its posts are
+    /// serialised: a plain high-water mark).
+    pub(crate) fn sq_in_use(&self, n: u64) {
+        if n > self.sq_used_max.load(Ordering::Relaxed) {
+            self.sq_used_max.store(n, Ordering::Relaxed);
         }
     }
     pub(crate) fn unsignaled_requeued(&self, n: u64) {

@@ -44,16 +44,33 @@ pub(crate) const INV_DESCS: u32 = 2 * CMDS_MAX;
 /// LOCAL_INVs a successful TMF Response may wait for: a target reset
 /// covers every MR of the pool.
 pub(crate) const TMF_INV_MAX: u32 = MRS;
-/// Send queue: per command a Send plus at most 2 registrations and 2 local
-/// invalidations (written for bidirectional commands, which Linux no longer
-/// has: a chain uses one registration and up to two invalidations, one
-/// leading it and one after its response; the rest is margin), the Data-Out pool, the management PDUs,
-/// the invalidations of a successful TMF, and the unsignaled Sends whose
-/// entries free only with the next signaled completion (fewer than
-/// `SIGNAL_EVERY`; their header slots are counted in the pool, this is
-/// the margin for their entries).
-pub(crate) const MAX_SEND_WR: u32 =
-    CMDS_MAX * 5 + DATAOUT_MAX + MGMT_MAX + SIGNAL_EVERY as u32 + TMF_INV_MAX;
+/// Send-queue entries the transmit path may have in use, counted by
+/// `TxPool` (an entry counts until a signaled completion at or after it
+/// is reaped: the verbs rule, which a device like mlx5 applies; rxe frees
+/// earlier). Per command a chain of at most 3 (a leading LOCAL_INV, one
+/// REG_MR: Linux has had no bidirectional SCSI commands since 5.1, and
+/// the Send), the Data-Out pool, the management PDUs, and the unsignaled
+/// chains waiting for a signaled one (fewer than `SIGNAL_EVERY`, up to 3
+/// each). A post that would go past it waits (`sq_full`, TARGET_BUSY).
+pub(crate) const SQ_XMIT_MAX: u32 = CMDS_MAX * 3 + DATAOUT_MAX + MGMT_MAX + SIGNAL_EVERY as u32 * 3;
+/// Send-queue entries the receive path (softirq) may use at once, kept
+/// out of the transmit budget so its posts always fit: the invalidations
+/// after responses (at most 2 LOCAL_INVs per `INV_DESCS` descriptor, which
+/// is held until its signaled completion is reaped) and one TMF's
+/// (`TMF_INV_MAX`; libiscsi has one TMF out at a time, and its
+/// invalidations are held until the last one, signaled, completes).
+pub(crate) const SQ_RX_RESERVE: u32 = 2 * INV_DESCS + TMF_INV_MAX;
+/// The fewest transmit entries a connection runs with (`sq_depth`, or a
+/// device with a small `max_qp_wr`): the management PDUs' share, a full
+/// batch of unsignaled chains, and the largest xmit of the default
+/// negotiation (a command chain of 3 and 32 unsolicited Data-Outs,
+/// FirstBurstLength 256 KiB over 8 KiB PDUs). So once every signaled
+/// completion is reaped a command always fits, and its post gets the
+/// next signaled one out: nothing waits for room only it would free.
+pub(crate) const SQ_XMIT_MIN: u32 = MGMT_MAX + SIGNAL_EVERY as u32 * 3 + 3 + 32;
+/// Send queue asked for: the transmit budget plus the receive path's
+/// reserve. `sq_depth()` may lower it.
+pub(crate) const MAX_SEND_WR: u32 = SQ_XMIT_MAX + SQ_RX_RESERVE;
 /// Receive queue: one buffer per command response, per unsolicited target
 /// PDU we allow in flight (NOP-In, Async, Reject: MGMT_MAX), plus the login
 /// buffer.
@@ -84,6 +101,19 @@ pub(crate) fn max_pages() -> u32 {
 /// but the first and last is a full page, so `max_sectors`/8 entries.
 pub(crate) fn sg_tablesize() -> u32 {
     (crate::sys::params::param_max_sectors().clamp(8, 8192) / 8).max(1)
+}
+
+/// Send-queue entries of a connection on `dev`: the `sq_depth` module
+/// parameter (0: `MAX_SEND_WR`), at most `MAX_SEND_WR` and the device's
+/// `max_qp_wr`; `None` when that leaves the transmit path fewer than
+/// `SQ_XMIT_MIN` (the connection is refused).
+pub(crate) fn sq_depth(dev_max_qp_wr: u32) -> Option<u32> {
+    let asked = match crate::sys::params::param_sq_depth() {
+        0 => MAX_SEND_WR,
+        n => n.min(MAX_SEND_WR),
+    };
+    let depth = asked.min(dev_max_qp_wr);
+    (depth >= SQ_RX_RESERVE + SQ_XMIT_MIN).then_some(depth)
 }
 
 /// The `signal_every` module parameter, clamped to `1..=SIGNAL_EVERY`.

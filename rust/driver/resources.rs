@@ -16,8 +16,8 @@
 
 use super::counters::Counters;
 use super::limits::{
-    max_pages, signal_every, CQ_ENTRIES, HDRS, INLINE_LEN, INV_DESCS, MAX_RECV_WR, MAX_SEND_WR,
-    MRS, RX_BUF_LEN, RX_DATA_LEN, RX_RING, TX_DESCS,
+    max_pages, signal_every, CQ_ENTRIES, HDRS, INLINE_LEN, INV_DESCS, MAX_RECV_WR, MGMT_MAX, MRS,
+    RX_BUF_LEN, RX_DATA_LEN, RX_RING, SQ_RX_RESERVE, SQ_XMIT_MIN, TX_DESCS,
 };
 use crate::proto;
 use crate::sys::cm::CmIdRef;
@@ -41,6 +41,8 @@ pub(crate) struct Resources {
     pub(crate) qp: QpRef,
     /// The QP sends `INLINE_LEN` bytes inline.
     pub(crate) inline_hdrs: bool,
+    /// Send-queue entries the QP was created with (`limits::sq_depth`).
+    pub(crate) sq_depth: u32,
     pub(crate) lkey: u32,
     pub(crate) dev: Device,
     pub(crate) mrs: MrPool,
@@ -229,6 +231,10 @@ pub(crate) struct TxDesc {
     batch: AtomicU32,
     /// For a posted unsignaled Send: the next slot of the chain it is in.
     next_unsignaled: AtomicU32,
+    /// For a signaled Send: `TxPool::sq_posted` just after its chain, so
+    /// its completion frees every entry up to it (`TxPool::sq_reaped`).
+    /// Written before the post.
+    sq_pos: AtomicU32,
 }
 
 /// No slot (the end of a chain of unsignaled Sends' slots).
@@ -258,16 +264,44 @@ pub(crate) struct TxPool {
     /// order, completes after it.
     unsignaled: AtomicU32,
     /// Slots on the `unsignaled` stack. A Send is signaled when
-    /// `signal_every - 1` wait, so no more ever wait (MAX_SEND_WR's
+    /// `signal_every - 1` wait, so no more ever wait (SQ_XMIT_MAX's
     /// margin), also after a failed signaled post put its batch back.
     /// Posts are serialised by libiscsi's frwd_lock: a plain count.
     waiting: AtomicU32,
     /// One Send in this many is signaled (`signal_every()` at setup).
     signal_every: NonZeroU32,
+    /// Send-queue entries posted through this pool (commands, Data-Out,
+    /// management PDUs, the login), a wrapping count. Written only by the
+    /// posts, which libiscsi's frwd_lock serialises (the Hello goes before
+    /// the login, with nothing else to post): check, post and count are one
+    /// step for every other poster.
+    sq_posted: AtomicU32,
+    /// `sq_posted` as it was after the chain of the last signaled Send
+    /// whose completion was reaped: every entry before that is free (an RC
+    /// send queue completes in order, and a device frees an unsignaled
+    /// entry no later than the next signaled completion). Written by the
+    /// completion handler (one context per CQ). Completions of the receive
+    /// path's invalidations free entries too and are not counted here: the
+    /// count errs high, never low.
+    sq_reaped: AtomicU32,
+    /// Entries this pool may have in use: the QP's depth less the receive
+    /// path's reserve (`SQ_RX_RESERVE`), at least `SQ_XMIT_MIN`.
+    sq_budget: u32,
 }
 
+/// Work requests of a chain `[invs] → [regs] → Send`.
+fn chain_len(invs: &[u32], regs: &[RegReq<'_>]) -> u32 {
+    (invs.len() + regs.len() + 1) as u32
+}
+
+/// The most work requests a command's chain takes: a leading LOCAL_INV,
+/// one REG_MR and the Send (`xmit::send_command`).
+pub(crate) const CMD_CHAIN_MAX: u32 = 3;
+
 impl TxPool {
-    pub(crate) fn new(dev: Device, ctx: *const Ctx) -> Result<Self> {
+    /// A pool for a QP of `sq_depth` send-queue entries (at least
+    /// `SQ_RX_RESERVE + SQ_XMIT_MIN`: `limits::sq_depth`).
+    pub(crate) fn new(dev: Device, ctx: *const Ctx, sq_depth: u32) -> Result<Self> {
         let n = TX_DESCS;
         let mut descs = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
         for index in 0..n {
@@ -280,6 +314,7 @@ impl TxPool {
                         owner_cookie: AtomicU64::new(0),
                         batch: AtomicU32::new(NO_SLOT),
                         next_unsignaled: AtomicU32::new(NO_SLOT),
+                        sq_pos: AtomicU32::new(0),
                     },
                 ),
                 GFP_KERNEL,
@@ -293,6 +328,9 @@ impl TxPool {
             waiting: AtomicU32::new(0),
             // `signal_every()` is at least 1.
             signal_every: NonZeroU32::new(signal_every() as u32).unwrap_or(NonZeroU32::MIN),
+            sq_posted: AtomicU32::new(0),
+            sq_reaped: AtomicU32::new(0),
+            sq_budget: sq_depth.saturating_sub(SQ_RX_RESERVE).max(SQ_XMIT_MIN),
         })
     }
 
@@ -302,6 +340,39 @@ impl TxPool {
     pub(crate) fn memory(&self) -> (usize, usize) {
         let descs = self.descs.len() * core::mem::size_of::<WithCqe<TxDesc>>();
         (descs + self.slots.bytes(), self.slots.largest_chunk())
+    }
+
+    /// Whether `n` more send-queue entries fit the transmit budget, keeping
+    /// `MGMT_MAX` of it for management PDUs unless `mgmt` (so a TMF or a
+    /// NOP-Out never waits behind commands). The caller is a serialised
+    /// poster (see `sq_posted`), and checks once for everything its call
+    /// posts. When not, counts the wait (`sq_room_waits`): a command goes
+    /// back to the midlayer, and the entries free as completions are reaped
+    /// (`SQ_XMIT_MIN` guarantees a post that gets a signaled one out).
+    pub(crate) fn sq_room(&self, n: u32, mgmt: bool, counters: &Counters) -> bool {
+        let in_use = self
+            .sq_posted
+            .load(Ordering::Relaxed)
+            .wrapping_sub(self.sq_reaped.load(Ordering::Acquire));
+        let budget = if mgmt {
+            self.sq_budget
+        } else {
+            self.sq_budget - MGMT_MAX
+        };
+        let fits = in_use.saturating_add(n) <= budget;
+        if fits {
+            counters.sq_in_use(u64::from(in_use + n));
+        } else {
+            counters.sq_room_wait();
+        }
+        fits
+    }
+
+    /// Counts `n` entries posted; returns the count after them.
+    fn sq_count(&self, n: u32) -> u32 {
+        let pos = self.sq_posted.load(Ordering::Relaxed).wrapping_add(n);
+        self.sq_posted.store(pos, Ordering::Relaxed);
+        pos
     }
 
     /// Posts `[invs] → [regs] → Send(payload)` using header slot `slot`,
@@ -332,11 +403,14 @@ impl TxPool {
         d.owner_cookie.store(cookie, Ordering::Release);
         let waiting = self.waiting_if_unsignaled();
         let signal = always_signal || owner.is_some() || waiting.is_none();
+        let n = chain_len(invs, regs);
         if let (false, Some(waiting)) = (signal, waiting) {
             if let Err(e) = qp.post_send(invs, regs, d.cqe(), payload, false) {
                 d.owner_cookie.store(0, Ordering::Relaxed);
+                self.sq_count(e.posted);
                 return Err(e);
             }
+            self.sq_count(n);
             let index = self.slots.posted(slot);
             self.push_unsignaled(index);
             self.now_waiting(waiting, counters);
@@ -345,8 +419,12 @@ impl TxPool {
         // Every unsignaled Send pushed so far was posted before this one.
         let batch = self.unsignaled.swap(NO_SLOT, Ordering::AcqRel);
         let taken = self.waiting.swap(0, Ordering::Relaxed);
+        let before = self.sq_posted.load(Ordering::Relaxed);
+        // Published by the Release below, read after its completion.
+        d.sq_pos.store(before.wrapping_add(n), Ordering::Relaxed);
         d.batch.store(batch, Ordering::Release);
         if let Err(e) = qp.post_send(invs, regs, d.cqe(), payload, true) {
+            self.sq_count(e.posted);
             // Their Sends are still on the queue: back to the stack, for
             // the next signaled Send.
             d.batch.store(NO_SLOT, Ordering::Relaxed);
@@ -356,6 +434,7 @@ impl TxPool {
             counters.unsignaled_requeued(taken.into());
             return Err(e);
         }
+        self.sq_count(n);
         self.slots.posted(slot);
         Ok(())
     }
@@ -377,7 +456,11 @@ impl TxPool {
         counters: &Counters,
     ) -> core::result::Result<(), PostFailed> {
         if let Some(waiting) = self.waiting_if_unsignaled() {
-            qp.post_send(invs, regs, self.inline_send.cqe(), payload, false)?;
+            if let Err(e) = qp.post_send(invs, regs, self.inline_send.cqe(), payload, false) {
+                self.sq_count(e.posted);
+                return Err(e);
+            }
+            self.sq_count(chain_len(invs, regs));
             self.now_waiting(waiting, counters);
             return Ok(());
         }
@@ -441,6 +524,9 @@ impl TxPool {
     /// completed: the send queue completes in order).
     pub(crate) fn send_completed(&self, d: &TxDesc) {
         let batch = d.batch.swap(NO_SLOT, Ordering::Acquire);
+        // Completions come in send-queue order: positions only grow.
+        self.sq_reaped
+            .store(d.sq_pos.load(Ordering::Relaxed), Ordering::Release);
         self.walk(batch, |i| self.slots.release_index(i));
         self.slots.release_index(d.index);
     }
@@ -600,10 +686,19 @@ impl Resources {
     /// reverse order, and nothing here outlives them on error).
     pub(crate) fn new(id: CmIdRef, ctx: *const Ctx) -> Result<KBox<Resources>> {
         let dev = id.device().ok_or_else(ENOTCONN)?;
+        let Some(sq_depth) = super::limits::sq_depth(dev.max_qp_wr()) else {
+            pr_warn!(
+                "setup: the send queue would hold fewer than {} entries (device max_qp_wr {}, sq_depth {}): refused\n",
+                super::limits::SQ_RX_RESERVE + super::limits::SQ_XMIT_MIN,
+                dev.max_qp_wr(),
+                crate::sys::params::param_sq_depth()
+            );
+            return Err(EINVAL);
+        };
         let pd = Pd::new(dev)?;
         let cq = Cq::from_pool(dev, CQ_ENTRIES, -1)?;
         let mrs = MrPool::new(&pd, MRS, max_pages())?;
-        let tx = TxPool::new(dev, ctx)?;
+        let tx = TxPool::new(dev, ctx, sq_depth)?;
         let invs = InvPool::new(ctx)?;
         let tmf_inv = KBox::new(WithCqe::new(ctx, TmfInvDesc::new()), GFP_KERNEL)?;
         let login_rx = KBox::new(
@@ -640,12 +735,11 @@ impl Resources {
         // (rxe: 400 bytes, siw: 80, most HCAs more): asked for first, and
         // without it if the device refuses.
         let want_inline = crate::sys::params::param_inline_sends();
-        let (qp, inline_hdrs) = match want_inline
-            .then(|| id.create_qp(&pd, &cq, MAX_SEND_WR, MAX_RECV_WR, INLINE_LEN))
-        {
-            Some(Ok(qp)) => (qp, true),
-            _ => (id.create_qp(&pd, &cq, MAX_SEND_WR, MAX_RECV_WR, 0)?, false),
-        };
+        let (qp, inline_hdrs) =
+            match want_inline.then(|| id.create_qp(&pd, &cq, sq_depth, MAX_RECV_WR, INLINE_LEN)) {
+                Some(Ok(qp)) => (qp, true),
+                _ => (id.create_qp(&pd, &cq, sq_depth, MAX_RECV_WR, 0)?, false),
+            };
         // From here on nothing fails.
         let lkey = pd.local_dma_lkey();
         Ok(KBox::write(
@@ -653,6 +747,7 @@ impl Resources {
             Resources {
                 qp,
                 inline_hdrs,
+                sq_depth,
                 lkey,
                 dev,
                 mrs,

@@ -12,7 +12,7 @@
 
 use super::conn::IserConn;
 use super::limits::{HDRS, RX_DATA_LEN};
-use super::resources::{InlineSend, Resources, TxDesc};
+use super::resources::{InlineSend, Resources, TxDesc, CMD_CHAIN_MAX};
 use super::task::{data_sent, deliver_held_tmf, IserTask};
 use crate::proto;
 use crate::proto::task::TaskStags;
@@ -114,7 +114,8 @@ pub(crate) fn init(_conn: &IserConn, _task: Task<'_, IserTask>) -> Result {
 /// once the command PDU is on the wire a failure here would make libiscsi
 /// hand the command (and its CmdSN) out again.
 ///
-/// Out of send resources (`ENOBUFS`, counted as `tx_full`): the host has
+/// Out of send resources (`ENOBUFS`, counted as `tx_full` for header
+/// slots, `sq_room_waits` for send-queue entries): the host has
 /// no xmit work (`xmit_can_sleep` false), so libiscsi answers
 /// `queuecommand` with TARGET_BUSY and the SCSI midlayer retries the
 /// command; a refused management PDU fails to its sender. Nothing here
@@ -138,6 +139,12 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     // allows it, and then needs no header slot (`TxPool::post_inline`).
     let inline_cmd = res.inline_hdrs && task.imm_count() == 0;
     let cmd_slot = !(cmd_sent || inline_cmd);
+    // Room on the send queue for everything this call posts, checked once
+    // (libiscsi's frwd_lock keeps other posts out until it returns).
+    let chain = if cmd_sent { 0 } else { CMD_CHAIN_MAX };
+    if !res.tx.sq_room(chain + unsol_pdus, false, &conn.counters) {
+        return Err(ENOBUFS());
+    }
     let need = u32::from(cmd_slot) + unsol_pdus;
     let mut rsv = if need == 0 {
         None
@@ -498,6 +505,10 @@ fn xmit_mgmt(conn: &IserConn, res: &Resources, mut task: Task<'_, IserTask>) -> 
     let data_len = task.mgmt_data().len();
     let is_login = iscsi.is_login_task(&task);
     let bhs = task.data().ok_or(EINVAL)?.bhs;
+    // One Send, from the management PDUs' share of the send queue.
+    if !res.tx.sq_room(1, true, &conn.counters) {
+        return Err(ENOBUFS());
+    }
     let Some(mut slot) = res.tx.slots.claim() else {
         return Err(ENOBUFS());
     };

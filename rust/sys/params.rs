@@ -36,6 +36,14 @@ pub(crate) fn param_signal_every() -> u32 {
     unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_signal_every)) }
 }
 
+/// The `sq_depth` module parameter (C part; 0644, read once per
+/// connection setup), unclamped: 0 asks for the full budget.
+pub(crate) fn param_sq_depth() -> u32 {
+    // SAFETY: an aligned u32 module parameter; a concurrent sysfs write
+    // stores a whole word, and any value is clamped by the caller.
+    unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_sq_depth)) }
+}
+
 /// The `hello` module parameter (C part; 0644, read once per connection,
 /// when it is established).
 pub(crate) fn param_hello() -> bool {

@@ -80,6 +80,14 @@ impl Device {
         v.clamp(1, 255) as u8
     }
 
+    /// The most work requests the device lets one queue of a QP hold
+    /// (`max_qp_wr`).
+    pub(crate) fn max_qp_wr(self) -> u32 {
+        // SAFETY: the handle is live (type invariant).
+        let v = unsafe { b::iser_rs_device_max_qp_wr(self.as_ptr()) };
+        v.max(0) as u32
+    }
+
     /// Whether the device registers SG lists with gaps (`IBK_SG_GAPS_REG`).
     pub(crate) fn sg_gaps_reg(self) -> bool {
         // SAFETY: the handle is live (type invariant).
