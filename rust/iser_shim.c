@@ -7,6 +7,8 @@
  */
 #include <linux/debugfs.h>
 #include <linux/fault-inject.h>
+#include <linux/ktime.h>
+#include <linux/timekeeping.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
 #include <linux/namei.h>
@@ -628,6 +630,16 @@ void *iser_rs_shost_priv(struct Scsi_Host *shost)
 int iser_rs_device_max_qp_rd_atom(struct ib_device *dev)
 {
 	return dev->attrs.max_qp_rd_atom;
+}
+
+/**
+ * iser_rs_now_ms() - milliseconds since boot, suspend included
+ *
+ * Return: ktime_get_boottime() in milliseconds.
+ */
+u64 iser_rs_now_ms(void)
+{
+	return ktime_to_ms(ktime_get_boottime());
 }
 
 /**

@@ -92,6 +92,7 @@ struct iscsi_cls_session;
 struct Scsi_Host *iser_rs_cls_session_to_shost(struct iscsi_cls_session *s);
 int iser_rs_device_max_qp_rd_atom(struct ib_device *dev);
 int iser_rs_device_max_qp_wr(struct ib_device *dev);
+u64 iser_rs_now_ms(void);
 bool iser_rs_device_sg_gaps_reg(struct ib_device *dev);
 struct device *iser_rs_device_dma_parent(struct ib_device *dev);
 #endif

@@ -16,7 +16,9 @@
 //! - `login_rsp_work` (a delayed work item in the connection): process
 //!   context, runs with BH off; delivers a Login/Text Response the
 //!   receive path held while a `send_pdu` call was in progress (see
-//!   [`IserConn::login_window_open`]); cancelled at stop and disconnect.
+//!   [`IserConn::login_window_open`]), acts on a HelloReply's verdict, and
+//!   reports a connection iscsid did not stop after its successful logout
+//!   ([`IserConn::logout_deadline`]); cancelled at stop and disconnect.
 //! - The bound libiscsi connection is published in a [`ConnSlot`].
 //! - Teardown steps run under the connection's teardown mutex (process
 //!   context), so device removal (CM handler) and `ep_disconnect` never
@@ -87,11 +89,19 @@ struct RxGate {
 /// reply as sent).
 const LOGIN_RSP_MARGIN_MS: u32 = 2;
 
+/// After a successful Logout's disconnect, how long iscsid (which got the
+/// Logout Response and stops the connection for it) has before the
+/// connection is reported failed anyway: open-iscsi's default logout
+/// timeout (`node.conn[0].timeo.logout_timeout`, 15 s), past which iscsid
+/// itself would have given the logout up.
+const LOGOUT_STOP_DEADLINE_MS: u32 = 15_000;
+
 /// One iSER connection; the `Ep` of the `iser` transport.
 #[pin_data]
 pub(crate) struct IserConn {
     /// Delivers a Login or Text Response held by the receive path
-    /// (`login_rsp_held`). First field: dropped (cancelled, waiting for a
+    /// (`login_rsp_held`), acts on a HelloReply's verdict, and runs the
+    /// logout deadline (`logout_stop_due`). First field: dropped (cancelled, waiting for a
     /// running handler) before any field the handler reads.
     #[pin]
     login_rsp_work: DelayedWork<IserConn>,
@@ -150,6 +160,10 @@ pub(crate) struct IserConn {
     /// the flush it brings) is not reported to libiscsi as a connection
     /// error (`end_after_logout`).
     logout_ok: AtomicBool,
+    /// 0, or when (`params::now_ms`) a connection that ended after a
+    /// successful logout is reported failed if iscsid has not stopped it
+    /// by then (`logout_deadline`). Armed once, by `end_after_logout`.
+    logout_stop_due: AtomicU64,
     /// The iSER Hello exchange (module parameter `hello`): `HELLO_SENT`
     /// plus the iSER-IRD the Hello declared while its HelloReply is
     /// awaited; 0 when none is. Set by the ESTABLISHED handler, taken by
@@ -201,6 +215,7 @@ impl IserConn {
                 failed: AtomicBool::new(false),
                 logged_out: AtomicBool::new(false),
                 logout_ok: AtomicBool::new(false),
+                logout_stop_due: AtomicU64::new(0),
                 hello_sent: AtomicU32::new(0),
                 hello_verdict: AtomicI32::new(0),
                 login_tx_user: AtomicU32::new(u32::MAX),
@@ -792,14 +807,54 @@ impl IserConn {
     /// the flush it brings): nothing more is delivered, and no connection
     /// error goes to libiscsi, whose logout iscsid completes by stopping
     /// the connection (libiscsi would log "detected conn error" for every
-    /// such logout; case 045 counts them). Returns false when the logout
-    /// was not answered with success: a failure to report, then.
+    /// such logout; case 045 counts them). Arms the logout deadline
+    /// (`logout_deadline`), once. Returns false when the logout was not
+    /// answered with success: a failure to report, then. Any context.
     fn end_after_logout(&self) -> bool {
         if !self.logout_ok.load(Ordering::Acquire) {
             return false;
         }
         self.failed.store(true, Ordering::Release);
+        let due = crate::sys::params::now_ms() + u64::from(LOGOUT_STOP_DEADLINE_MS);
+        if self
+            .logout_stop_due
+            .compare_exchange(0, due, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.login_rsp_work.schedule(LOGOUT_STOP_DEADLINE_MS);
+        }
         true
+    }
+
+    /// The logout deadline (`login_rsp_work`, process context): a
+    /// connection whose successful logout ended it and that iscsid has not
+    /// stopped (`stop_conn` drains it) `LOGOUT_STOP_DEADLINE_MS` later is
+    /// reported failed, so that the kernel stops it without iscsid
+    /// (scsi_transport_iscsi's cleanup work disconnects the endpoint, which
+    /// frees the QP and the MRs) instead of keeping it for good when
+    /// iscsid died between its Logout and acting on the response (case
+    /// 045). The work item may run earlier for a Login or Text Response's
+    /// window (a `send_pdu` of the Logout itself schedules it): then it is
+    /// scheduled again for the rest.
+    pub(crate) fn logout_deadline(&self) {
+        let due = self.logout_stop_due.load(Ordering::Acquire);
+        if due == 0 || self.drained.load(Ordering::Acquire) {
+            return;
+        }
+        let now = crate::sys::params::now_ms();
+        if now < due {
+            let left = (due - now).min(u64::from(LOGOUT_STOP_DEADLINE_MS));
+            self.login_rsp_work.schedule(left as u32);
+            return;
+        }
+        if self.logout_stop_due.swap(0, Ordering::AcqRel) == 0 {
+            return;
+        }
+        pr_warn!(
+            "connection not stopped {} s after its successful logout (iscsid gone?): reported failed\n",
+            LOGOUT_STOP_DEADLINE_MS / 1000
+        );
+        self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
     }
 
     /// Receive ring entry `rx` held a response for a command that was

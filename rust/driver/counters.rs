@@ -62,8 +62,8 @@ counters! {
     rx_orphaned: "Of those, buffers whose repost failed: reposted by the next receive completion.",
     unsignaled_max: "The most unsignaled Sends that waited at once for a signaled one to release their slots: at most signal_every - 1.",
     unsignaled_requeued: "Unsignaled Sends put back to wait for the next signaled one, after the signaled post that was to take them failed.",
-    sq_room_waits: "PDUs that waited for send-queue room (commands go back to the midlayer): the entries the transmit path had in use, counted until a signaled completion at or after them was reaped, left too few (sq_depth less the receive path's reserve).",
-    sq_used_max: "The most send-queue entries the transmit path had in use at once, the post that reached it included.",
+    sq_room_waits: "Transmit calls refused for send-queue room (a command goes back to the midlayer and counts again at each retry refused): the entries the transmit path had in use, counted until a signaled completion at or after them was reaped, left too few (sq_depth less the receive path's reserve).",
+    sq_used_max: "The most send-queue entries the transmit path counted in use at once, a call's worst case included (a command chain counted as 3).",
 }
 
 impl Counters {

@@ -51,7 +51,7 @@ pub(crate) const TMF_INV_MAX: u32 = MRS;
 /// REG_MR: Linux has had no bidirectional SCSI commands since 5.1, and
 /// the Send), the Data-Out pool, the management PDUs, and the unsignaled
 /// chains waiting for a signaled one (fewer than `SIGNAL_EVERY`, up to 3
-/// each). A post that would go past it waits (`sq_full`, TARGET_BUSY).
+/// each). A post that would go past it waits (`sq_room_waits`, TARGET_BUSY).
 pub(crate) const SQ_XMIT_MAX: u32 = CMDS_MAX * 3 + DATAOUT_MAX + MGMT_MAX + SIGNAL_EVERY as u32 * 3;
 /// Send-queue entries the receive path (softirq) may use at once, kept
 /// out of the transmit budget so its posts always fit: the invalidations
@@ -65,12 +65,16 @@ pub(crate) const SQ_RX_RESERVE: u32 = 2 * INV_DESCS + TMF_INV_MAX;
 /// batch of unsignaled chains, and the largest xmit of the default
 /// negotiation (a command chain of 3 and 32 unsolicited Data-Outs,
 /// FirstBurstLength 256 KiB over 8 KiB PDUs). So once every signaled
-/// completion is reaped a command always fits, and its post gets the
-/// next signaled one out: nothing waits for room only it would free.
+/// completion is reaped such a command fits beside the unsignaled chains
+/// left over, and its post gets the next signaled one out. (A larger xmit
+/// at this minimum may wait for a signaled Send of another, a NOP-Out or
+/// a smaller command, to free those: see Limitations.)
 pub(crate) const SQ_XMIT_MIN: u32 = MGMT_MAX + SIGNAL_EVERY as u32 * 3 + 3 + 32;
-/// Send queue asked for: the transmit budget plus the receive path's
-/// reserve. `sq_depth()` may lower it.
-pub(crate) const MAX_SEND_WR: u32 = SQ_XMIT_MAX + SQ_RX_RESERVE;
+/// The entry `ib_drain_qp` posts at teardown (its caller leaves room).
+pub(crate) const SQ_DRAIN: u32 = 1;
+/// Send queue asked for: the transmit budget, the receive path's reserve
+/// and the drain's entry. `sq_depth()` may lower it.
+pub(crate) const MAX_SEND_WR: u32 = SQ_XMIT_MAX + SQ_RX_RESERVE + SQ_DRAIN;
 /// Receive queue: one buffer per command response, per unsolicited target
 /// PDU we allow in flight (NOP-In, Async, Reject: MGMT_MAX), plus the login
 /// buffer.
@@ -113,7 +117,7 @@ pub(crate) fn sq_depth(dev_max_qp_wr: u32) -> Option<u32> {
         n => n.min(MAX_SEND_WR),
     };
     let depth = asked.min(dev_max_qp_wr);
-    (depth >= SQ_RX_RESERVE + SQ_XMIT_MIN).then_some(depth)
+    (depth >= SQ_RX_RESERVE + SQ_DRAIN + SQ_XMIT_MIN).then_some(depth)
 }
 
 /// The `signal_every` module parameter, clamped to `1..=SIGNAL_EVERY`.

@@ -159,7 +159,9 @@ impl DelayedWorkHandler for IserConn {
     /// libiscsi's receive entry point expects; inside the RCU section
     /// that implies for the resources).
     fn run(this: &IserConn) {
-        // Scheduled by the receive path for a HelloReply, too.
+        // Scheduled by the receive path for a HelloReply, and after a
+        // successful logout's disconnect, too.
+        this.logout_deadline();
         this.finish_hello();
         let Some(held) = this.take_held_login_rsp() else {
             return;

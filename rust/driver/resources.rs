@@ -17,7 +17,7 @@
 use super::counters::Counters;
 use super::limits::{
     max_pages, signal_every, CQ_ENTRIES, HDRS, INLINE_LEN, INV_DESCS, MAX_RECV_WR, MGMT_MAX, MRS,
-    RX_BUF_LEN, RX_DATA_LEN, RX_RING, SQ_RX_RESERVE, SQ_XMIT_MIN, TX_DESCS,
+    RX_BUF_LEN, RX_DATA_LEN, RX_RING, SQ_DRAIN, SQ_RX_RESERVE, TX_DESCS,
 };
 use crate::proto;
 use crate::sys::cm::CmIdRef;
@@ -285,7 +285,8 @@ pub(crate) struct TxPool {
     /// count errs high, never low.
     sq_reaped: AtomicU32,
     /// Entries this pool may have in use: the QP's depth less the receive
-    /// path's reserve (`SQ_RX_RESERVE`), at least `SQ_XMIT_MIN`.
+    /// path's reserve (`SQ_RX_RESERVE`) and the drain's entry, at least
+    /// `SQ_XMIT_MIN`.
     sq_budget: u32,
 }
 
@@ -300,7 +301,7 @@ pub(crate) const CMD_CHAIN_MAX: u32 = 3;
 
 impl TxPool {
     /// A pool for a QP of `sq_depth` send-queue entries (at least
-    /// `SQ_RX_RESERVE + SQ_XMIT_MIN`: `limits::sq_depth`).
+    /// `SQ_RX_RESERVE + SQ_DRAIN + SQ_XMIT_MIN`: `limits::sq_depth`).
     pub(crate) fn new(dev: Device, ctx: *const Ctx, sq_depth: u32) -> Result<Self> {
         let n = TX_DESCS;
         let mut descs = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
@@ -330,7 +331,8 @@ impl TxPool {
             signal_every: NonZeroU32::new(signal_every() as u32).unwrap_or(NonZeroU32::MIN),
             sq_posted: AtomicU32::new(0),
             sq_reaped: AtomicU32::new(0),
-            sq_budget: sq_depth.saturating_sub(SQ_RX_RESERVE).max(SQ_XMIT_MIN),
+            // At least SQ_XMIT_MIN: `limits::sq_depth` refuses less.
+            sq_budget: sq_depth.saturating_sub(SQ_RX_RESERVE + SQ_DRAIN),
         })
     }
 
@@ -343,8 +345,8 @@ impl TxPool {
     }
 
     /// Whether `n` more send-queue entries fit the transmit budget, keeping
-    /// `MGMT_MAX` of it for management PDUs unless `mgmt` (so a TMF or a
-    /// NOP-Out never waits behind commands). The caller is a serialised
+    /// `MGMT_MAX` of it for management PDUs unless `mgmt` (so commands
+    /// cannot take the last entries from a TMF or a NOP-Out). The caller is a serialised
     /// poster (see `sq_posted`), and checks once for everything its call
     /// posts. When not, counts the wait (`sq_room_waits`): a command goes
     /// back to the midlayer, and the entries free as completions are reaped
@@ -689,7 +691,7 @@ impl Resources {
         let Some(sq_depth) = super::limits::sq_depth(dev.max_qp_wr()) else {
             pr_warn!(
                 "setup: the send queue would hold fewer than {} entries (device max_qp_wr {}, sq_depth {}): refused\n",
-                super::limits::SQ_RX_RESERVE + super::limits::SQ_XMIT_MIN,
+                SQ_RX_RESERVE + SQ_DRAIN + super::limits::SQ_XMIT_MIN,
                 dev.max_qp_wr(),
                 crate::sys::params::param_sq_depth()
             );

@@ -66,6 +66,12 @@ pub(crate) fn param_inject_setup_delay_ms() -> u32 {
     unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_inject_setup_delay_ms)) }
 }
 
+/// Milliseconds since boot (`ktime_get_boottime`), any context.
+pub(crate) fn now_ms() -> u64 {
+    // SAFETY: reads the clock; no argument, no state.
+    unsafe { b::iser_rs_now_ms() }
+}
+
 /// Sleeps `ms` milliseconds (the fault-injection delays). Process context
 /// only, with no spinlock held.
 pub(crate) fn msleep(ms: u32) {

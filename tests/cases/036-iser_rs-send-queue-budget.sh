@@ -56,7 +56,7 @@ echo 700 > /sys/module/iser_rs/parameters/sq_depth
 if timeout 120 iscsiadm -m discovery -t st -p $TGT_IP4:$TGT_PORT -I iser >/dev/null 2>&1; then
     die "discovery succeeded with sq_depth=700"
 fi
-[ "$(kmsg_count 'would hold fewer than 739 entries')" -gt 0 ] || die "no refusal logged for sq_depth=700"
+[ "$(kmsg_count 'would hold fewer than 740 entries')" -gt 0 ] || die "no refusal logged for sq_depth=700"
 log "sq_depth=700: setup refused, discovery failed"
 echo 0 > /sys/module/iser_rs/parameters/sq_depth
 wait_live_zero || die "live objects after the refused connection: $(live_counts)"

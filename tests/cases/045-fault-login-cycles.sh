@@ -6,7 +6,12 @@
 # 1024; not judged under KASAN, whose quarantine holds freed objects); on a
 # kmemleak kernel a scan after unloading the module is clean. No cycle
 # makes libiscsi report a connection error: each logout is answered, and
-# the target's disconnect after it is the expected end.
+# the target's disconnect after it is the expected end. Then one logout
+# whose iscsid stops (SIGSTOP) after sending the Logout and before acting
+# on its answer: the target answers and disconnects, and nothing else
+# would stop the connection; 15 s later iser_rs reports it failed, the
+# kernel stops it without iscsid (live counts 0), and once iscsid resumes
+# the session is gone.
 . "$(dirname "$0")/../lib.sh"
 cycles=${CYCLES:-100}
 slab_slack_kb=${SLAB_SLACK_KB:-1024}
@@ -50,6 +55,37 @@ errs=$(kmsg_count 'detected conn error')
 log "connection errors reported over the cycles: $errs (disconnected after logout: $(kmsg_count 'disconnected after logout'))"
 [ "$errs" = 0 ] || die "$errs connection errors reported in clean login/logout cycles"
 log "unreclaimable slab: $slab0 kB after warm-up, $slab1 kB after the cycles, settled (delta $((slab1 - slab0)) kB, allowed $slab_slack_kb)"
+# The logout deadline: iscsid is held in the Logout's send_pdu (3 s, the
+# fault-injection delay) while the answer and the disconnect arrive, and
+# stopped before it returns to act on them.
+iscsiadm -m node -T $TGT_IQN -p $portal -I iser --login >/dev/null || die "login before the stalled logout"
+wait_sess LOGGED_IN 1 30 >/dev/null || die "session not logged in before the stalled logout"
+echo 3000 > /sys/module/iser_rs/parameters/inject_send_pdu_delay_ms
+iscsiadm -m node -T $TGT_IQN -p $portal --logout >/dev/null 2>&1 &
+logout_pid=$!
+sleep 1
+iscsid_pids=$(pgrep -x iscsid)
+kill -STOP $iscsid_pids
+echo 0 > /sys/module/iser_rs/parameters/inject_send_pdu_delay_ms
+t0=$(now_ms)
+while [ $(( $(now_ms) - t0 )) -lt 40000 ]; do
+    [[ "$(live_counts)" == "live_conns=0 live_qps=0 "* ]] && break
+    sleep 0.2
+done
+stopped_ms=$(( $(now_ms) - t0 ))
+counts=$(live_counts) reported=$(kmsg_count 'after its successful logout')
+kill -CONT $iscsid_pids
+wait $logout_pid
+log "iscsid stopped after its Logout: connection reported failed ($reported) and stopped after $stopped_ms ms ($counts)"
+[ "$reported" = 1 ] || die "the connection iscsid did not stop after its logout was not reported failed ($counts after 40 s)"
+[[ "$counts" == "live_conns=0 live_qps=0 "* ]] || die "the connection was not stopped without iscsid: $counts"
+for ((i = 0; i < 300; i++)); do
+    [ -z "$(iscsiadm -m session 2>/dev/null)" ] && break
+    sleep 0.1
+done
+[ -z "$(iscsiadm -m session 2>/dev/null)" ] || die "session left after iscsid resumed: $(sess_states)"
+wait_live_zero || die "live objects after the stalled logout: $(live_counts)"
+log "iscsid resumed: the session is gone, live counts 0"
 iscsiadm -m node -o delete >/dev/null 2>&1
 rmmod iser_rs || die "rmmod iser_rs after the cycles"
 kmemleak_check || die "kmemleak reports after $cycles cycles"
