@@ -72,15 +72,15 @@ module_param_named(hello, iser_rs_hello, bool, 0644);
 MODULE_PARM_DESC(hello, "Send an iSER Hello when connected and check the target's HelloReply before login (default: N; LIO and tgt do not answer it)");
 
 /*
- * Fault injection for the guest suite (case 049): each send_pdu call (a
- * Login or Text request from iscsid/iscsiadm) sleeps this long after the
- * request was posted and before the call returns, so the response arrives
- * before the call's netlink reply, as it does when iscsiadm is preempted
- * there. 0 (the default): off.
+ * Fault injection for the guest suite (cases 049 and 045): each send_pdu
+ * call (a Login, Text or Logout request from iscsid/iscsiadm) sleeps this
+ * long after the request was posted and before the call returns, so the
+ * response arrives before the call's netlink reply, as it does when
+ * iscsiadm is preempted there. 0 (the default): off.
  */
 unsigned int iser_rs_inject_send_pdu_delay_ms;
 module_param_named(inject_send_pdu_delay_ms, iser_rs_inject_send_pdu_delay_ms, uint, 0644);
-MODULE_PARM_DESC(inject_send_pdu_delay_ms, "Test only: delay each Login/Text request's send_pdu return by this many ms (default: 0)");
+MODULE_PARM_DESC(inject_send_pdu_delay_ms, "Test only: delay the return of each send_pdu call (Login, Text, Logout, ... requests from iscsid/iscsiadm) by this many ms (default: 0)");
 
 /*
  * Fault injection for the guest suite (case 053): a connection's setup

@@ -18,7 +18,9 @@
 //!   receive path held while a `send_pdu` call was in progress (see
 //!   [`IserConn::login_window_open`]), acts on a HelloReply's verdict, and
 //!   reports a connection iscsid did not stop after its successful logout
-//!   ([`IserConn::logout_deadline`]); cancelled at stop and disconnect.
+//!   ([`IserConn::logout_deadline`]); cancelled at stop and disconnect,
+//!   and for good when the connection drops it (its first field): a late
+//!   run before that finds the connection drained and does nothing.
 //! - The bound libiscsi connection is published in a [`ConnSlot`].
 //! - Teardown steps run under the connection's teardown mutex (process
 //!   context), so device removal (CM handler) and `ep_disconnect` never
@@ -90,10 +92,11 @@ struct RxGate {
 const LOGIN_RSP_MARGIN_MS: u32 = 2;
 
 /// After a successful Logout's disconnect, how long iscsid (which got the
-/// Logout Response and stops the connection for it) has before the
-/// connection is reported failed anyway: open-iscsi's default logout
-/// timeout (`node.conn[0].timeo.logout_timeout`, 15 s), past which iscsid
-/// itself would have given the logout up.
+/// Logout Response and stops the connection for it at once) has before
+/// the connection is reported failed anyway, counted from the disconnect:
+/// the length of open-iscsi's default logout timeout
+/// (`node.conn[0].timeo.logout_timeout`, 15 s, which iscsid counts from
+/// its Logout to the response), ample for a live iscsid.
 const LOGOUT_STOP_DEADLINE_MS: u32 = 15_000;
 
 /// One iSER connection; the `Ep` of the `iser` transport.
@@ -162,7 +165,8 @@ pub(crate) struct IserConn {
     logout_ok: AtomicBool,
     /// 0, or when (`params::now_ms`) a connection that ended after a
     /// successful logout is reported failed if iscsid has not stopped it
-    /// by then (`logout_deadline`). Armed once, by `end_after_logout`.
+    /// by then (`logout_deadline`); `LOGOUT_DEADLINE_DONE` once reported.
+    /// Armed once, by `end_after_logout`.
     logout_stop_due: AtomicU64,
     /// The iSER Hello exchange (module parameter `hello`): `HELLO_SENT`
     /// plus the iSER-IRD the Hello declared while its HelloReply is
@@ -838,7 +842,7 @@ impl IserConn {
     /// scheduled again for the rest.
     pub(crate) fn logout_deadline(&self) {
         let due = self.logout_stop_due.load(Ordering::Acquire);
-        if due == 0 || self.drained.load(Ordering::Acquire) {
+        if due == 0 || due == LOGOUT_DEADLINE_DONE || self.drained.load(Ordering::Acquire) {
             return;
         }
         let now = crate::sys::params::now_ms();
@@ -847,7 +851,17 @@ impl IserConn {
             self.login_rsp_work.schedule(left as u32);
             return;
         }
-        if self.logout_stop_due.swap(0, Ordering::AcqRel) == 0 {
+        // Never armed again: a late disconnect event finds it done.
+        if self
+            .logout_stop_due
+            .compare_exchange(
+                due,
+                LOGOUT_DEADLINE_DONE,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_err()
+        {
             return;
         }
         pr_warn!(
@@ -1073,6 +1087,8 @@ impl IserConn {
 }
 
 /// `hello_sent`: a Hello is out and its HelloReply awaited.
+/// `logout_stop_due` once the deadline reported the connection.
+const LOGOUT_DEADLINE_DONE: u64 = u64::MAX;
 const HELLO_SENT: u32 = 1 << 31;
 /// `hello_verdict`: the HelloReply was accepted.
 const HELLO_ACCEPTED: i32 = 1;

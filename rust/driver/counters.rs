@@ -147,6 +147,7 @@ impl Counters {
     }
     /// `n` send-queue entries in use by the transmit path (its posts are
     /// serialised: a plain high-water mark).
+    #[inline]
     pub(crate) fn sq_in_use(&self, n: u64) {
         if n > self.sq_used_max.load(Ordering::Relaxed) {
             self.sq_used_max.store(n, Ordering::Relaxed);

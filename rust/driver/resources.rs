@@ -350,24 +350,27 @@ impl TxPool {
     /// poster (see `sq_posted`), and checks once for everything its call
     /// posts. When not, counts the wait (`sq_room_waits`): a command goes
     /// back to the midlayer, and the entries free as completions are reaped
-    /// (`SQ_XMIT_MIN` guarantees a post that gets a signaled one out).
+    /// (`SQ_XMIT_MIN`: for the default negotiation a post that gets a
+    /// signaled one out always fits once they are).
+    #[inline]
     pub(crate) fn sq_room(&self, n: u32, mgmt: bool, counters: &Counters) -> bool {
         let in_use = self
             .sq_posted
             .load(Ordering::Relaxed)
             .wrapping_sub(self.sq_reaped.load(Ordering::Acquire));
-        let budget = if mgmt {
-            self.sq_budget
-        } else {
-            self.sq_budget - MGMT_MAX
-        };
-        let fits = in_use.saturating_add(n) <= budget;
-        if fits {
-            counters.sq_in_use(u64::from(in_use + n));
-        } else {
-            counters.sq_room_wait();
+        let budget = self.sq_budget - if mgmt { 0 } else { MGMT_MAX };
+        let wanted = in_use.saturating_add(n);
+        if wanted > budget {
+            return Self::sq_refused(counters);
         }
-        fits
+        counters.sq_in_use(u64::from(wanted));
+        true
+    }
+
+    #[cold]
+    fn sq_refused(counters: &Counters) -> bool {
+        counters.sq_room_wait();
+        false
     }
 
     /// Counts `n` entries posted; returns the count after them.

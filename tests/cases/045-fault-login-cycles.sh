@@ -55,16 +55,22 @@ errs=$(kmsg_count 'detected conn error')
 log "connection errors reported over the cycles: $errs (disconnected after logout: $(kmsg_count 'disconnected after logout'))"
 [ "$errs" = 0 ] || die "$errs connection errors reported in clean login/logout cycles"
 log "unreclaimable slab: $slab0 kB after warm-up, $slab1 kB after the cycles, settled (delta $((slab1 - slab0)) kB, allowed $slab_slack_kb)"
-# The logout deadline: iscsid is held in the Logout's send_pdu (3 s, the
+# The logout deadline: iscsid is held in the Logout's send_pdu (10 s, the
 # fault-injection delay) while the answer and the disconnect arrive, and
-# stopped before it returns to act on them.
+# stopped (once the disconnect is logged) before it returns to act on them.
 iscsiadm -m node -T $TGT_IQN -p $portal -I iser --login >/dev/null || die "login before the stalled logout"
 wait_sess LOGGED_IN 1 30 >/dev/null || die "session not logged in before the stalled logout"
-echo 3000 > /sys/module/iser_rs/parameters/inject_send_pdu_delay_ms
+iscsid_pids=$(pgrep -x iscsid)
+trap 'kill -CONT $iscsid_pids 2>/dev/null; case_cleanup' EXIT
+ends0=$(kmsg_count 'disconnected after logout')
+echo 10000 > /sys/module/iser_rs/parameters/inject_send_pdu_delay_ms
 iscsiadm -m node -T $TGT_IQN -p $portal --logout >/dev/null 2>&1 &
 logout_pid=$!
-sleep 1
-iscsid_pids=$(pgrep -x iscsid)
+t0=$(now_ms)
+until [ "$(kmsg_count 'disconnected after logout')" -gt "$ends0" ]; do
+    [ $(( $(now_ms) - t0 )) -lt 8000 ] || die "no disconnect within 8 s of the stalled Logout"
+    sleep 0.1
+done
 kill -STOP $iscsid_pids
 echo 0 > /sys/module/iser_rs/parameters/inject_send_pdu_delay_ms
 t0=$(now_ms)
