@@ -44,15 +44,19 @@ pub(crate) const INV_DESCS: u32 = 2 * CMDS_MAX;
 /// LOCAL_INVs a successful TMF Response may wait for: a target reset
 /// covers every MR of the pool.
 pub(crate) const TMF_INV_MAX: u32 = MRS;
+/// The most work requests a command's chain takes: a leading LOCAL_INV,
+/// one REG_MR (Linux has had no bidirectional SCSI commands since 5.1)
+/// and the Send (`xmit::send_command`).
+pub(crate) const CMD_CHAIN_MAX: u32 = 3;
 /// Send-queue entries the transmit path may have in use, counted by
 /// `TxPool` (an entry counts until a signaled completion at or after it
 /// is reaped: the verbs rule, which a device like mlx5 applies; rxe frees
-/// earlier). Per command a chain of at most 3 (a leading LOCAL_INV, one
-/// REG_MR: Linux has had no bidirectional SCSI commands since 5.1, and
-/// the Send), the Data-Out pool, the management PDUs, and the unsignaled
-/// chains waiting for a signaled one (fewer than `SIGNAL_EVERY`, up to 3
-/// each). A post that would go past it waits (`sq_room_waits`, TARGET_BUSY).
-pub(crate) const SQ_XMIT_MAX: u32 = CMDS_MAX * 3 + DATAOUT_MAX + MGMT_MAX + SIGNAL_EVERY as u32 * 3;
+/// earlier). Per command a chain of at most `CMD_CHAIN_MAX`, the Data-Out
+/// pool, the management PDUs, and the unsignaled chains waiting for a
+/// signaled one (fewer than `SIGNAL_EVERY`, up to `CMD_CHAIN_MAX` each).
+/// A post that would go past it waits (`sq_room_waits`, TARGET_BUSY).
+pub(crate) const SQ_XMIT_MAX: u32 =
+    CMDS_MAX * CMD_CHAIN_MAX + DATAOUT_MAX + MGMT_MAX + SIGNAL_EVERY as u32 * CMD_CHAIN_MAX;
 /// Send-queue entries the receive path (softirq) may use at once, kept
 /// out of the transmit budget so its posts always fit: the invalidations
 /// after responses (at most 2 LOCAL_INVs per `INV_DESCS` descriptor, which
@@ -63,13 +67,14 @@ pub(crate) const SQ_RX_RESERVE: u32 = 2 * INV_DESCS + TMF_INV_MAX;
 /// The fewest transmit entries a connection runs with (`sq_depth`, or a
 /// device with a small `max_qp_wr`): the management PDUs' share, a full
 /// batch of unsignaled chains, and the largest xmit of the default
-/// negotiation (a command chain of 3 and 32 unsolicited Data-Outs,
+/// negotiation (a command chain and 32 unsolicited Data-Outs,
 /// FirstBurstLength 256 KiB over 8 KiB PDUs). So once every signaled
 /// completion is reaped such a command fits beside the unsignaled chains
 /// left over, and its post gets the next signaled one out. (A larger xmit
 /// at this minimum may wait for a signaled Send of another, a NOP-Out or
 /// a smaller command, to free those: see Limitations.)
-pub(crate) const SQ_XMIT_MIN: u32 = MGMT_MAX + SIGNAL_EVERY as u32 * 3 + 3 + 32;
+pub(crate) const SQ_XMIT_MIN: u32 =
+    MGMT_MAX + SIGNAL_EVERY as u32 * CMD_CHAIN_MAX + CMD_CHAIN_MAX + 32;
 /// The entry `ib_drain_qp` posts at teardown (its caller leaves room).
 pub(crate) const SQ_DRAIN: u32 = 1;
 /// Send queue asked for: the transmit budget, the receive path's reserve

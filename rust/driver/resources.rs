@@ -295,10 +295,6 @@ fn chain_len(invs: &[u32], regs: &[RegReq<'_>]) -> u32 {
     (invs.len() + regs.len() + 1) as u32
 }
 
-/// The most work requests a command's chain takes: a leading LOCAL_INV,
-/// one REG_MR and the Send (`xmit::send_command`).
-pub(crate) const CMD_CHAIN_MAX: u32 = 3;
-
 impl TxPool {
     /// A pool for a QP of `sq_depth` send-queue entries (at least
     /// `SQ_RX_RESERVE + SQ_DRAIN + SQ_XMIT_MIN`: `limits::sq_depth`).
@@ -373,11 +369,10 @@ impl TxPool {
         false
     }
 
-    /// Counts `n` entries posted; returns the count after them.
-    fn sq_count(&self, n: u32) -> u32 {
+    /// Counts `n` entries posted.
+    fn sq_count(&self, n: u32) {
         let pos = self.sq_posted.load(Ordering::Relaxed).wrapping_add(n);
         self.sq_posted.store(pos, Ordering::Relaxed);
-        pos
     }
 
     /// Posts `[invs] → [regs] → Send(payload)` using header slot `slot`,
@@ -425,11 +420,13 @@ impl TxPool {
         let batch = self.unsignaled.swap(NO_SLOT, Ordering::AcqRel);
         let taken = self.waiting.swap(0, Ordering::Relaxed);
         let before = self.sq_posted.load(Ordering::Relaxed);
+        let after = before.wrapping_add(n);
         // Published by the Release below, read after its completion.
-        d.sq_pos.store(before.wrapping_add(n), Ordering::Relaxed);
+        d.sq_pos.store(after, Ordering::Relaxed);
         d.batch.store(batch, Ordering::Release);
         if let Err(e) = qp.post_send(invs, regs, d.cqe(), payload, true) {
-            self.sq_count(e.posted);
+            self.sq_posted
+                .store(before.wrapping_add(e.posted), Ordering::Relaxed);
             // Their Sends are still on the queue: back to the stack, for
             // the next signaled Send.
             d.batch.store(NO_SLOT, Ordering::Relaxed);
@@ -439,7 +436,7 @@ impl TxPool {
             counters.unsignaled_requeued(taken.into());
             return Err(e);
         }
-        self.sq_count(n);
+        self.sq_posted.store(after, Ordering::Relaxed);
         self.slots.posted(slot);
         Ok(())
     }

@@ -11,8 +11,8 @@
 //! Send completions in softirq (the connection's one CQ).
 
 use super::conn::IserConn;
-use super::limits::{HDRS, RX_DATA_LEN};
-use super::resources::{InlineSend, Resources, TxDesc, CMD_CHAIN_MAX};
+use super::limits::{CMD_CHAIN_MAX, HDRS, RX_DATA_LEN};
+use super::resources::{InlineSend, Resources, TxDesc};
 use super::task::{data_sent, deliver_held_tmf, IserTask};
 use crate::proto;
 use crate::proto::task::TaskStags;
