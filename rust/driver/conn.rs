@@ -43,7 +43,7 @@
 
 use super::counters::Counters;
 use super::limits::{RX_DATA_LEN, RX_RING};
-use super::resources::{Resources, RxDesc, TmfInFlight};
+use super::resources::{Resources, RxDesc, Signal, TmfInFlight};
 use crate::proto;
 use crate::sys::bhlock::BhSpinLock;
 use crate::sys::cm::{CmEvent, CmEventKind, CmHandler, CmId, CmIdRef};
@@ -351,7 +351,7 @@ impl IserConn {
             &[],
             slot,
             SendPayload::Sges(&[sge]),
-            true,
+            Signal::Always,
             None,
             &self.counters,
         ) {

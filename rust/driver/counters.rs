@@ -63,6 +63,7 @@ counters! {
     unsignaled_max: "The most unsignaled Sends that waited at once for a signaled one to release their slots: at most signal_every - 1.",
     unsignaled_requeued: "Unsignaled Sends put back to wait for the next signaled one, after the signaled post that was to take them failed.",
     sq_room_waits: "Transmit calls refused for send-queue room (a command goes back to the midlayer and counts again at each retry refused): the entries the transmit path had in use, counted until a signaled completion at or after them was reaped, left too few (sq_depth less the receive path's reserve).",
+    sq_early_signals: "Sends signaled early because the send-queue entries in use would otherwise have left less room than the negotiation's largest write needs (so a write refused room always has a signaled completion coming; only at a small sq_depth).",
     sq_used_max: "The most send-queue entries the transmit path counted in use at once, a call's worst case included (a command chain counted as 3).",
 }
 
@@ -144,6 +145,10 @@ impl Counters {
     }
     pub(crate) fn sq_room_wait(&self) {
         self.sq_room_waits.fetch_add(1, Ordering::Relaxed);
+    }
+    #[cold]
+    pub(crate) fn sq_early_signal(&self) {
+        self.sq_early_signals.fetch_add(1, Ordering::Relaxed);
     }
     /// `n` send-queue entries in use by the transmit path (its posts are
     /// serialised: a plain high-water mark).

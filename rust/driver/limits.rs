@@ -70,9 +70,8 @@ pub(crate) const SQ_RX_RESERVE: u32 = 2 * INV_DESCS + TMF_INV_MAX;
 /// negotiation (a command chain and 32 unsolicited Data-Outs,
 /// FirstBurstLength 256 KiB over 8 KiB PDUs). So once every signaled
 /// completion is reaped such a command fits beside the unsignaled chains
-/// left over, and its post gets the next signaled one out. (A larger xmit
-/// at this minimum may wait for a signaled Send of another, a NOP-Out or
-/// a smaller command, to free those: see Limitations.)
+/// left over, and its post gets the next signaled one out. (For a larger
+/// xmit the pool signals early instead: `TxPool::sq_tight`.)
 pub(crate) const SQ_XMIT_MIN: u32 =
     MGMT_MAX + SIGNAL_EVERY as u32 * CMD_CHAIN_MAX + CMD_CHAIN_MAX + 32;
 /// The entry `ib_drain_qp` posts at teardown (its caller leaves room).
@@ -104,6 +103,12 @@ pub(crate) const INLINE_LEN: u32 = HDRS as u32;
 /// for a buffer that does not start on a page boundary.
 pub(crate) fn max_pages() -> u32 {
     sg_tablesize() + 1
+}
+
+/// Sectors per command the SCSI host is given: the `max_sectors`
+/// parameter, at most what `sg_tablesize` entries cover.
+pub(crate) fn max_sectors() -> u32 {
+    crate::sys::params::param_max_sectors().min(sg_tablesize() * 8)
 }
 
 /// SG entries per command: with `virt_boundary_mask` = 4K-1 every entry

@@ -16,8 +16,8 @@
 
 use super::counters::Counters;
 use super::limits::{
-    max_pages, signal_every, CQ_ENTRIES, HDRS, INLINE_LEN, INV_DESCS, MAX_RECV_WR, MGMT_MAX, MRS,
-    RX_BUF_LEN, RX_DATA_LEN, RX_RING, SQ_DRAIN, SQ_RX_RESERVE, TX_DESCS,
+    max_pages, signal_every, CMD_CHAIN_MAX, CQ_ENTRIES, HDRS, INLINE_LEN, INV_DESCS, MAX_RECV_WR,
+    MGMT_MAX, MRS, RX_BUF_LEN, RX_DATA_LEN, RX_RING, SQ_DRAIN, SQ_RX_RESERVE, TX_DESCS,
 };
 use crate::proto;
 use crate::sys::cm::CmIdRef;
@@ -284,10 +284,37 @@ pub(crate) struct TxPool {
     /// path's invalidations free entries too and are not counted here: the
     /// count errs high, never low.
     sq_reaped: AtomicU32,
+    /// Entries in use above which a Send that would go unsignaled is
+    /// signaled instead (`sq_tight`): the budget less the management share
+    /// and the largest xmit the negotiation allows (`set_largest_xmit`).
+    /// So the entries posted after the last signaled Send never exceed it
+    /// (they are in use, and `sq_reaped` is at most that Send's position),
+    /// and once that Send's completion is reaped the largest xmit fits
+    /// beside them: an xmit refused room always has a signaled completion
+    /// coming that makes room for its retry, with no other post needed (at
+    /// QD1 with NOP-Outs off nothing else would be posted). Written at
+    /// `start_conn`, before the connection's first command.
+    sq_signal_above: AtomicU32,
     /// Entries this pool may have in use: the QP's depth less the receive
     /// path's reserve (`SQ_RX_RESERVE`) and the drain's entry, at least
     /// `SQ_XMIT_MIN`.
     sq_budget: u32,
+}
+
+/// When [`TxPool::post`] signals a Send. Whatever is asked, the last Send
+/// of a command's data (`owner`) is signaled, and so is the one that would
+/// make `signal_every` unsignaled Sends wait.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Signal {
+    /// Always: management and login PDUs, and the inline command Send a
+    /// batch is handed to (`post_inline`).
+    Always,
+    /// The last post of an xmit call: also when the send queue is short
+    /// (`sq_tight`), so a later xmit refused room has a signaled
+    /// completion coming.
+    LastOfXmit,
+    /// A Send that more of the same xmit call follow (its last one decides).
+    Batched,
 }
 
 /// Work requests of a chain `[invs] → [regs] → Send`.
@@ -327,9 +354,48 @@ impl TxPool {
             signal_every: NonZeroU32::new(signal_every() as u32).unwrap_or(NonZeroU32::MIN),
             sq_posted: AtomicU32::new(0),
             sq_reaped: AtomicU32::new(0),
+            // Until `start_conn` sets it: an xmit without Data-Out.
+            sq_signal_above: AtomicU32::new(
+                sq_depth.saturating_sub(SQ_RX_RESERVE + SQ_DRAIN + MGMT_MAX + CMD_CHAIN_MAX),
+            ),
             // At least SQ_XMIT_MIN: `limits::sq_depth` refuses less.
             sq_budget: sq_depth.saturating_sub(SQ_RX_RESERVE + SQ_DRAIN),
         })
+    }
+
+    /// Entries a command's xmit may count at most: the transmit budget
+    /// less the management share.
+    pub(crate) fn sq_cmd_budget(&self) -> u32 {
+        self.sq_budget - MGMT_MAX
+    }
+
+    /// The negotiation's largest xmit takes `n` entries (`start_conn`):
+    /// sets the point above which Sends are signaled early. `false` when
+    /// `n` exceeds what commands may count even with nothing in use: such
+    /// a write could never be posted.
+    pub(crate) fn set_largest_xmit(&self, n: u32) -> bool {
+        let Some(above) = self.sq_cmd_budget().checked_sub(n) else {
+            return false;
+        };
+        self.sq_signal_above.store(above, Ordering::Relaxed);
+        true
+    }
+
+    /// Whether a chain of `n` posted unsignaled would leave more entries
+    /// in use than `sq_signal_above`; if so it is to be signaled, counted
+    /// (`sq_early_signals`).
+    #[inline]
+    fn sq_tight(&self, n: u32, counters: &Counters) -> bool {
+        let in_use = self
+            .sq_posted
+            .load(Ordering::Relaxed)
+            .wrapping_add(n)
+            .wrapping_sub(self.sq_reaped.load(Ordering::Acquire));
+        if in_use > self.sq_signal_above.load(Ordering::Relaxed) {
+            counters.sq_early_signal();
+            return true;
+        }
+        false
     }
 
     /// Bytes this pool allocated (descriptors, header slots) and the
@@ -354,7 +420,11 @@ impl TxPool {
             .sq_posted
             .load(Ordering::Relaxed)
             .wrapping_sub(self.sq_reaped.load(Ordering::Acquire));
-        let budget = self.sq_budget - if mgmt { 0 } else { MGMT_MAX };
+        let budget = if mgmt {
+            self.sq_budget
+        } else {
+            self.sq_cmd_budget()
+        };
         let wanted = in_use.saturating_add(n);
         if wanted > budget {
             return Self::sq_refused(counters);
@@ -376,9 +446,9 @@ impl TxPool {
     }
 
     /// Posts `[invs] → [regs] → Send(payload)` using header slot `slot`,
-    /// signaled if `always_signal`, if it is the last Send of a command's
-    /// data (`owner`: raw ITT and cookie, told when it completes), or if it
-    /// would make `signal_every` unsignaled ones wait. On error the slot is
+    /// signaled as `signal` says ([`Signal`]; `owner`: raw ITT and cookie
+    /// of the command whose data this Send ends, told when it completes).
+    /// On error the slot is
     /// released and the Send was not posted; the invalidations and
     /// registrations before it may have been, `PostFailed::posted` says how
     /// many WRs were.
@@ -390,7 +460,7 @@ impl TxPool {
         regs: &[RegReq<'_>],
         slot: SlotToken<'_>,
         payload: SendPayload<'_>,
-        always_signal: bool,
+        signal: Signal,
         owner: Option<(u32, u64)>,
         counters: &Counters,
     ) -> core::result::Result<(), PostFailed> {
@@ -402,8 +472,12 @@ impl TxPool {
         d.owner_itt.store(itt, Ordering::Relaxed);
         d.owner_cookie.store(cookie, Ordering::Release);
         let waiting = self.waiting_if_unsignaled();
-        let signal = always_signal || owner.is_some() || waiting.is_none();
         let n = chain_len(invs, regs);
+        let signal = match (signal, owner, waiting) {
+            (Signal::Always, _, _) | (_, Some(_), _) | (_, _, None) => true,
+            (Signal::LastOfXmit, None, Some(_)) => self.sq_tight(n, counters),
+            (Signal::Batched, None, Some(_)) => false,
+        };
         if let (false, Some(waiting)) = (signal, waiting) {
             if let Err(e) = qp.post_send(invs, regs, d.cqe(), payload, false) {
                 d.owner_cookie.store(0, Ordering::Relaxed);
@@ -443,10 +517,12 @@ impl TxPool {
 
     /// Posts `[invs] → [regs] → Send(payload)` for a command PDU whose
     /// payload is inline (the header only: the provider copies it during
-    /// the post). Unsignaled, it needs no header slot: it is posted with
+    /// the post), as the last post of its xmit call ([`Signal::LastOfXmit`]).
+    /// Unsignaled, it needs no header slot: it is posted with
     /// the shared `InlineSend` handle and only counts as waiting (its send
     /// queue entries free with the next signaled completion). When it is
-    /// to be signaled (`signal_every - 1` wait) it claims a slot now, whose
+    /// to be signaled (`signal_every - 1` wait, or `sq_tight`) it claims a
+    /// slot now, whose
     /// descriptor is the handle that releases the waiting ones: no slot
     /// free is `ENOBUFS` with nothing posted. Errors as [`TxPool::post`].
     pub(crate) fn post_inline(
@@ -457,20 +533,32 @@ impl TxPool {
         payload: SendPayload<'_>,
         counters: &Counters,
     ) -> core::result::Result<(), PostFailed> {
+        let n = chain_len(invs, regs);
         if let Some(waiting) = self.waiting_if_unsignaled() {
-            if let Err(e) = qp.post_send(invs, regs, self.inline_send.cqe(), payload, false) {
-                self.sq_count(e.posted);
-                return Err(e);
+            if !self.sq_tight(n, counters) {
+                if let Err(e) = qp.post_send(invs, regs, self.inline_send.cqe(), payload, false) {
+                    self.sq_count(e.posted);
+                    return Err(e);
+                }
+                self.sq_count(n);
+                self.now_waiting(waiting, counters);
+                return Ok(());
             }
-            self.sq_count(chain_len(invs, regs));
-            self.now_waiting(waiting, counters);
-            return Ok(());
         }
         let Some(slot) = self.slots.claim() else {
             counters.tx_full();
             return Err(ENOBUFS().into());
         };
-        self.post(qp, invs, regs, slot, payload, true, None, counters)
+        self.post(
+            qp,
+            invs,
+            regs,
+            slot,
+            payload,
+            Signal::Always,
+            None,
+            counters,
+        )
     }
 
     /// How many unsignaled Sends would wait if the next one went

@@ -3,13 +3,14 @@
 //! callbacks do, expressed over [`IserConn`] and the task data path.
 
 use super::conn::IserConn;
-use super::limits::{sg_tablesize, CMDS_MAX};
+use super::limits::{max_sectors, sg_tablesize, CMDS_MAX, CMD_CHAIN_MAX};
 use super::task::{self, IserTask};
 use super::xmit;
 use crate::proto;
 use crate::sys::errno::{ENOTCONN, EPROTO};
 use crate::sys::iscsi::{self, Conn, HostLimits, Param, SockAddr, Task, TransportOps};
 use core::pin::Pin;
+use kernel::error::code::EINVAL;
 use kernel::prelude::*;
 
 /// The `iser` transport.
@@ -46,7 +47,7 @@ impl TransportOps for IserTransport {
         Ok(HostLimits {
             can_queue: cmds_max.min(CMDS_MAX as u16),
             sg_tablesize: sg as u16,
-            max_sectors: crate::sys::params::param_max_sectors().min(sg * 8),
+            max_sectors: max_sectors(),
             // Without SG-gaps registration an FRWR maps whole pages only.
             virt_boundary_mask: if res.dev.sg_gaps_reg() { 0 } else { 4095 },
             dma_dev: res.dev.dma_parent(),
@@ -59,9 +60,22 @@ impl TransportOps for IserTransport {
         Ok(())
     }
 
-    fn start(_ep: &IserConn) -> Result {
+    fn start(ep: &IserConn) -> Result {
         // Receives switch to full-feature parsing with the final Login
-        // Response itself (`IserConn::rx_done`), not here.
+        // Response itself (`IserConn::rx_done`), not here. The keys are
+        // set now: the largest write's xmit (a command chain and its
+        // unsolicited Data-Outs) must fit the send queue's transmit budget.
+        let res = ep.resources().ok_or_else(ENOTCONN)?;
+        let conn = ep.iscsi.get().ok_or_else(ENOTCONN)?;
+        let largest = CMD_CHAIN_MAX + conn.unsol_pdus_max(max_sectors() * 512);
+        if !res.tx.set_largest_xmit(largest) {
+            pr_warn!(
+                "the negotiated keys make a write need up to {} send-queue entries, more than the {} this connection gives commands (sq_depth, max_qp_wr): refused\n",
+                largest,
+                res.tx.sq_cmd_budget()
+            );
+            return Err(EINVAL);
+        }
         Ok(())
     }
 

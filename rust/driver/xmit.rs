@@ -12,7 +12,7 @@
 
 use super::conn::IserConn;
 use super::limits::{CMD_CHAIN_MAX, HDRS, RX_DATA_LEN};
-use super::resources::{InlineSend, Resources, TxDesc};
+use super::resources::{InlineSend, Resources, Signal, TxDesc};
 use super::task::{data_sent, deliver_held_tmf, IserTask};
 use crate::proto;
 use crate::proto::task::TaskStags;
@@ -219,7 +219,7 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
                 &[],
                 slot,
                 SendPayload::Sges(&[h, payload]),
-                false,
+                Signal::Batched,
                 owner,
                 &conn.counters,
             )
@@ -441,7 +441,11 @@ fn post_command(
             regs,
             slot,
             payload,
-            false,
+            if data_outs {
+                Signal::Batched
+            } else {
+                Signal::LastOfXmit
+            },
             owner,
             &conn.counters,
         ),
@@ -523,7 +527,7 @@ fn xmit_mgmt(conn: &IserConn, res: &Resources, mut task: Task<'_, IserTask>) -> 
             &[],
             slot,
             SendPayload::Sges(&[h]),
-            true,
+            Signal::Always,
             None,
             &conn.counters,
         )?);

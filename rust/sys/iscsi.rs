@@ -181,6 +181,30 @@ impl Conn {
         unsafe { b::iscsi_conn_failure(self.0.as_ptr(), err) };
     }
 
+    /// The most unsolicited Data-Out PDUs one write of at most `max_bytes`
+    /// may need under the negotiated keys (libiscsi's rule: unsolicited
+    /// data up to FirstBurstLength unless InitialR2T=Yes, cut into PDUs of
+    /// MaxXmitDataSegmentLength; the immediate part only lowers it).
+    /// Meaningful once iscsid has set the keys (`start_conn`).
+    pub(crate) fn unsol_pdus_max(self, max_bytes: u32) -> u32 {
+        // SAFETY: plain field reads of a live bound connection and of its
+        // session, which outlives it.
+        let (r2t, burst, seg) = unsafe {
+            let conn = self.0.as_ptr();
+            let session = (*conn).session;
+            (
+                (*session).initial_r2t_en,
+                (*session).first_burst,
+                (*conn).max_xmit_dlength,
+            )
+        };
+        match (r2t, seg) {
+            (0, 0) => 1,
+            (0, seg) => burst.min(max_bytes).div_ceil(seg),
+            _ => 0,
+        }
+    }
+
     /// Whether the task is the connection's login task.
     pub(crate) fn is_login_task<D>(self, task: &Task<'_, D>) -> bool {
         // SAFETY: reading a pointer field of a live connection.

@@ -10,7 +10,10 @@
 # post, no command chain posted in part, no connection error or
 # reconnect. Before the count, the same load overflowed the queue: the
 # provider refused posts, chains went out in part and the connection
-# failed.
+# failed. Then, at the smallest depth, a write of 63 Data-Outs after 15
+# unsignaled reads at QD1 with no NOP-Out completes at once (it waited
+# for the SCSI timeout before unsignaled posts were signaled early when
+# room runs short).
 . "$(dirname "$0")/../lib.sh"
 # rxe rounds a queue up to a power of two, minus one: 1023 is exact.
 SQ_DEPTH=1023
@@ -50,6 +53,56 @@ log "failed posts $posts, chains posted in part $part, connection errors $errs, 
 [ "$full" -gt 0 ] || die "no command waited for send-queue room (sq_room_waits=0): the budget was never reached"
 logout_all
 wait_live_zero || die "live objects after logout: $(live_counts)"
+# The smallest depth (740: a transmit budget of 99) with 4 KiB PDUs, so a
+# 256 KiB write is a command and 63 Data-Outs (66 entries counted), and
+# no NOP-Out: at QD1, 15 reads (unsignaled inline command chains) then
+# one such write. Unsignaled chains stay counted until a later signaled
+# Send's completion is reaped, so the write must not find them filling
+# its room with no signaled Send left in flight to free them: an
+# unsignaled post is signaled instead when it would leave less room than
+# the negotiation's largest write needs (`sq_early_signals`). Before that
+# rule the write waited for a signaled Send that never came, until the
+# SCSI timeout.
+echo 740 > /sys/module/iser_rs/parameters/sq_depth
+login_node $TGT_IP4:$TGT_PORT $UNSOL_LOGIN "node.conn[0].iscsi.MaxXmitDataSegmentLength=4096" \
+    "node.conn[0].timeo.noop_out_interval=0" "node.conn[0].timeo.noop_out_timeout=0" || die "login at sq_depth=740"
+disk=$(wait_disks | head -1) || die "no disk at sq_depth=740"
+[ "$(session_param MaxXmitDataSegmentLength)" = 4096 ] || die "MaxXmitDataSegmentLength=4096 was not negotiated"
+echo 10 > /sys/block/${disk#/dev/}/device/timeout
+head -c 262144 /dev/urandom > /tmp/036-burst
+w0=$(session_stat sq_room_waits) d0=$(session_stat data_outs) slowest=0
+for ((round = 0; round < 8; round++)); do
+    for ((i = 0; i < 15; i++)); do
+        dd if=$disk of=/dev/null bs=4k count=1 skip=$((4096 + round * 16 + i)) iflag=direct status=none ||
+            die "read $i of round $round"
+    done
+    t0=$(date +%s%N)
+    dd if=/tmp/036-burst of=$disk bs=256k count=1 seek=$round oflag=direct conv=notrunc status=none ||
+        die "the 256 KiB write of round $round failed"
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    [ "$ms" -gt "$slowest" ] && slowest=$ms
+    [ "$ms" -lt 5000 ] || die "the 256 KiB write of round $round took $ms ms (waited for send-queue room: sq_room_waits +$(( $(session_stat sq_room_waits) - w0 )), early signals $(session_stat sq_early_signals))"
+    dd if=$disk bs=256k count=1 skip=$round iflag=direct status=none | cmp -s - /tmp/036-burst ||
+        die "the 256 KiB write of round $round read back different"
+done
+log "sq_depth=740, 4 KiB PDUs, no NOP-Out: 8 rounds of 15 reads and a 256 KiB write (data_outs +$(( $(session_stat data_outs) - d0 ))), slowest write $slowest ms, sq_room_waits +$(( $(session_stat sq_room_waits) - w0 )), sq_early_signals $(session_stat sq_early_signals), sq_used_max $(session_stat sq_used_max)"
+[ "$(session_stat sq_early_signals)" -gt 0 ] || die "no unsignaled post was signaled early (sq_early_signals=0)"
+logout_all
+wait_live_zero || die "live objects after logout: $(live_counts)"
+# At that depth, 512-byte PDUs make a 256 KiB write need 3 + 512 entries,
+# more than the transmit budget holds even empty: the connection is
+# refused at start (full feature phase), with the reason logged, rather
+# than log in and leave every such write waiting for good.
+t0=$SECONDS
+if login_node $TGT_IP4:$TGT_PORT $UNSOL_LOGIN "node.conn[0].iscsi.MaxXmitDataSegmentLength=512" \
+    "node.session.initial_login_retry_max=1"; then
+    die "login succeeded at sq_depth=740 with 512-byte PDUs"
+fi
+refusal=$(grep 'need up to 515 send-queue entries' "$KMSG_WATCH_FILE" | tail -1)
+[ -n "$refusal" ] || die "no refusal logged at start for 512-byte PDUs"
+log "sq_depth=740, 512-byte PDUs: login failed in $((SECONDS - t0)) s: ${refusal#*iser_rs: }"
+logout_all
+wait_live_zero || die "live objects after the refused start: $(live_counts)"
 # A depth that leaves the transmit path less than its minimum is refused
 # at setup: the discovery session's connection fails.
 echo 700 > /sys/module/iser_rs/parameters/sq_depth
