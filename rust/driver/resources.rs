@@ -382,20 +382,16 @@ impl TxPool {
     }
 
     /// Whether a chain of `n` posted unsignaled would leave more entries
-    /// in use than `sq_signal_above`; if so it is to be signaled, counted
-    /// (`sq_early_signals`).
+    /// in use than `sq_signal_above`: it is to be signaled (counted as
+    /// `sq_early_signals` once posted).
     #[inline]
-    fn sq_tight(&self, n: u32, counters: &Counters) -> bool {
+    fn sq_tight(&self, n: u32) -> bool {
         let in_use = self
             .sq_posted
             .load(Ordering::Relaxed)
             .wrapping_add(n)
             .wrapping_sub(self.sq_reaped.load(Ordering::Acquire));
-        if in_use > self.sq_signal_above.load(Ordering::Relaxed) {
-            counters.sq_early_signal();
-            return true;
-        }
-        false
+        in_use > self.sq_signal_above.load(Ordering::Relaxed)
     }
 
     /// Bytes this pool allocated (descriptors, header slots) and the
@@ -473,10 +469,13 @@ impl TxPool {
         d.owner_cookie.store(cookie, Ordering::Release);
         let waiting = self.waiting_if_unsignaled();
         let n = chain_len(invs, regs);
-        let signal = match (signal, owner, waiting) {
-            (Signal::Always, _, _) | (_, Some(_), _) | (_, _, None) => true,
-            (Signal::LastOfXmit, None, Some(_)) => self.sq_tight(n, counters),
-            (Signal::Batched, None, Some(_)) => false,
+        let (signal, early) = match (signal, owner, waiting) {
+            (Signal::Always, _, _) | (_, Some(_), _) | (_, _, None) => (true, false),
+            (Signal::LastOfXmit, None, Some(_)) => {
+                let tight = self.sq_tight(n);
+                (tight, tight)
+            }
+            (Signal::Batched, None, Some(_)) => (false, false),
         };
         if let (false, Some(waiting)) = (signal, waiting) {
             if let Err(e) = qp.post_send(invs, regs, d.cqe(), payload, false) {
@@ -512,6 +511,9 @@ impl TxPool {
         }
         self.sq_posted.store(after, Ordering::Relaxed);
         self.slots.posted(slot);
+        if early {
+            counters.sq_early_signal();
+        }
         Ok(())
     }
 
@@ -534,8 +536,10 @@ impl TxPool {
         counters: &Counters,
     ) -> core::result::Result<(), PostFailed> {
         let n = chain_len(invs, regs);
+        let mut early = false;
         if let Some(waiting) = self.waiting_if_unsignaled() {
-            if !self.sq_tight(n, counters) {
+            early = self.sq_tight(n);
+            if !early {
                 if let Err(e) = qp.post_send(invs, regs, self.inline_send.cqe(), payload, false) {
                     self.sq_count(e.posted);
                     return Err(e);
@@ -558,7 +562,11 @@ impl TxPool {
             Signal::Always,
             None,
             counters,
-        )
+        )?;
+        if early {
+            counters.sq_early_signal();
+        }
+        Ok(())
     }
 
     /// How many unsignaled Sends would wait if the next one went

@@ -182,26 +182,41 @@ impl Conn {
     }
 
     /// The most unsolicited Data-Out PDUs one write of at most `max_bytes`
-    /// may need under the negotiated keys (libiscsi's rule: unsolicited
-    /// data up to FirstBurstLength unless InitialR2T=Yes, cut into PDUs of
-    /// MaxXmitDataSegmentLength; the immediate part only lowers it).
-    /// Meaningful once iscsid has set the keys (`start_conn`).
+    /// may need under the negotiated keys. libiscsi's rule
+    /// (`iscsi_prep_scsi_cmd_pdu`): unless InitialR2T=Yes, the first
+    /// `min(FirstBurstLength, length)` bytes go unsolicited, of which
+    /// ImmediateData=Yes sends `min(FirstBurstLength,
+    /// MaxXmitDataSegmentLength, length)` with the command; the rest goes
+    /// in Data-Out PDUs of MaxXmitDataSegmentLength. So at most
+    /// `ceil(min(FirstBurstLength, max_bytes) / MaxXmitDataSegmentLength)`,
+    /// less the one the immediate data takes. Meaningful once iscsid has
+    /// set the keys (`start_conn`).
     pub(crate) fn unsol_pdus_max(self, max_bytes: u32) -> u32 {
         // SAFETY: plain field reads of a live bound connection and of its
         // session, which outlives it.
-        let (r2t, burst, seg) = unsafe {
+        let (r2t, imm, burst, seg) = unsafe {
             let conn = self.0.as_ptr();
             let session = (*conn).session;
             (
                 (*session).initial_r2t_en,
+                (*session).imm_data_en,
                 (*session).first_burst,
                 (*conn).max_xmit_dlength,
             )
         };
-        match (r2t, seg) {
-            (0, 0) => 1,
-            (0, seg) => burst.min(max_bytes).div_ceil(seg),
-            _ => 0,
+        if r2t != 0 {
+            return 0;
+        }
+        // A zero segment length is not negotiable (512 is the least); the
+        // shim's per-task count takes it as one PDU, and so does this.
+        let pdus = match seg {
+            0 => return 1,
+            seg => burst.min(max_bytes).div_ceil(seg),
+        };
+        if imm != 0 {
+            pdus.saturating_sub(1)
+        } else {
+            pdus
         }
     }
 

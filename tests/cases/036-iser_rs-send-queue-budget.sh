@@ -11,13 +11,17 @@
 # reconnect. Before the count, the same load overflowed the queue: the
 # provider refused posts, chains went out in part and the connection
 # failed. Then, at the smallest depth, a write of 63 Data-Outs after 15
-# unsignaled reads at QD1 with no NOP-Out completes at once (it waited
-# for the SCSI timeout before unsignaled posts were signaled early when
-# room runs short).
+# unsignaled reads at QD1 with no NOP-Out completes at once (before the
+# last Send of an xmit was signaled early when room runs short, it was
+# never sent); keys whose largest write could never fit are refused at
+# login.
 . "$(dirname "$0")/../lib.sh"
 # rxe rounds a queue up to a power of two, minus one: 1023 is exact.
 SQ_DEPTH=1023
-restore() { case_cleanup; target_unsolicited no; }
+restore() {
+    command -v udevadm >/dev/null && udevadm control --start-exec-queue 2>/dev/null
+    case_cleanup; target_unsolicited no
+}
 trap restore EXIT
 setup_rdma rxe
 setup_target 1
@@ -55,41 +59,57 @@ logout_all
 wait_live_zero || die "live objects after logout: $(live_counts)"
 # The smallest depth (740: a transmit budget of 99) with 4 KiB PDUs, so a
 # 256 KiB write is a command and 63 Data-Outs (66 entries counted), and
-# no NOP-Out: at QD1, 15 reads (unsignaled inline command chains) then
-# one such write. Unsignaled chains stay counted until a later signaled
-# Send's completion is reaped, so the write must not find them filling
-# its room with no signaled Send left in flight to free them: an
-# unsignaled post is signaled instead when it would leave less room than
-# the negotiation's largest write needs (`sq_early_signals`). Before that
-# rule the write waited for a signaled Send that never came, until the
-# SCSI timeout.
+# no NOP-Out: at QD1, each round a 4 KiB write (immediate data: a
+# signaled Send, after which nothing is counted in use), 15 reads (15
+# unsignaled inline command chains, 30-45 entries), then one such write.
+# Unsignaled chains stay counted until a later signaled Send's
+# completion is reaped, so the write must not find them filling its room
+# with no signaled Send left in flight to free them: the last Send of an
+# xmit call is signaled instead when it would leave less room than the
+# negotiation's largest write needs (`sq_early_signals`). Before that
+# rule the write was never sent: the midlayer retried it for good
+# (TARGET_BUSY requeues are not timed). udev's event queue is held
+# meanwhile, so no close-after-write makes it probe the disk between them.
 echo 740 > /sys/module/iser_rs/parameters/sq_depth
 login_node $TGT_IP4:$TGT_PORT $UNSOL_LOGIN "node.conn[0].iscsi.MaxXmitDataSegmentLength=4096" \
     "node.conn[0].timeo.noop_out_interval=0" "node.conn[0].timeo.noop_out_timeout=0" || die "login at sq_depth=740"
 disk=$(wait_disks | head -1) || die "no disk at sq_depth=740"
 [ "$(session_param MaxXmitDataSegmentLength)" = 4096 ] || die "MaxXmitDataSegmentLength=4096 was not negotiated"
-echo 10 > /sys/block/${disk#/dev/}/device/timeout
+udev_hold() { command -v udevadm >/dev/null && udevadm control "$1" 2>/dev/null; }
+udevadm settle --timeout=30 2>/dev/null
+udev_hold --stop-exec-queue
 head -c 262144 /dev/urandom > /tmp/036-burst
-w0=$(session_stat sq_room_waits) d0=$(session_stat data_outs) slowest=0
+head -c 4096 /dev/urandom > /tmp/036-4k
+w0=$(session_stat sq_room_waits) d0=$(session_stat data_outs) e0=$(session_stat sq_early_signals) slowest=0
 for ((round = 0; round < 8; round++)); do
+    dd if=/tmp/036-4k of="$disk" bs=4k count=1 seek=$((8192 + round)) oflag=direct conv=notrunc status=none ||
+        die "the 4 KiB write of round $round failed"
     for ((i = 0; i < 15; i++)); do
-        dd if=$disk of=/dev/null bs=4k count=1 skip=$((4096 + round * 16 + i)) iflag=direct status=none ||
+        dd if="$disk" of=/dev/null bs=4k count=1 skip=$((4096 + round * 16 + i)) iflag=direct status=none ||
             die "read $i of round $round"
     done
     t0=$(date +%s%N)
-    dd if=/tmp/036-burst of=$disk bs=256k count=1 seek=$round oflag=direct conv=notrunc status=none ||
-        die "the 256 KiB write of round $round failed"
+    dd if=/tmp/036-burst of="$disk" bs=256k count=1 seek=$round oflag=direct conv=notrunc status=none &
+    writer=$!
+    for ((w = 0; w < 200; w++)); do
+        kill -0 $writer 2>/dev/null || break
+        sleep 0.1
+    done
     ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    kill -0 $writer 2>/dev/null &&
+        die "the 256 KiB write of round $round not done after $ms ms (sq_room_waits +$(( $(session_stat sq_room_waits) - w0 )), sq_early_signals +$(( $(session_stat sq_early_signals) - e0 )))"
+    wait $writer || die "the 256 KiB write of round $round failed"
     [ "$ms" -gt "$slowest" ] && slowest=$ms
-    [ "$ms" -lt 5000 ] || die "the 256 KiB write of round $round took $ms ms (waited for send-queue room: sq_room_waits +$(( $(session_stat sq_room_waits) - w0 )), early signals $(session_stat sq_early_signals))"
-    dd if=$disk bs=256k count=1 skip=$round iflag=direct status=none | cmp -s - /tmp/036-burst ||
+    dd if="$disk" bs=256k count=1 skip=$round iflag=direct status=none | cmp -s - /tmp/036-burst ||
         die "the 256 KiB write of round $round read back different"
 done
-log "sq_depth=740, 4 KiB PDUs, no NOP-Out: 8 rounds of 15 reads and a 256 KiB write (data_outs +$(( $(session_stat data_outs) - d0 ))), slowest write $slowest ms, sq_room_waits +$(( $(session_stat sq_room_waits) - w0 )), sq_early_signals $(session_stat sq_early_signals), sq_used_max $(session_stat sq_used_max)"
-[ "$(session_stat sq_early_signals)" -gt 0 ] || die "no unsignaled post was signaled early (sq_early_signals=0)"
+udev_hold --start-exec-queue
+log "sq_depth=740, 4 KiB PDUs, no NOP-Out: 8 rounds of a 4 KiB write, 15 reads and a 256 KiB write (data_outs +$(( $(session_stat data_outs) - d0 ))), slowest 256 KiB write $slowest ms, sq_room_waits +$(( $(session_stat sq_room_waits) - w0 )), sq_early_signals +$(( $(session_stat sq_early_signals) - e0 )), sq_used_max $(session_stat sq_used_max)"
+[ "$(session_stat sq_early_signals)" -gt "$e0" ] || die "no Send was signaled early (sq_early_signals +0)"
 logout_all
 wait_live_zero || die "live objects after logout: $(live_counts)"
-# At that depth, 512-byte PDUs make a 256 KiB write need 3 + 512 entries,
+# At that depth, 512-byte PDUs make a 256 KiB write need 3 + 511 entries
+# (a command chain, and Data-Outs for all but the immediate 512 bytes),
 # more than the transmit budget holds even empty: the connection is
 # refused at start (full feature phase), with the reason logged, rather
 # than log in and leave every such write waiting for good.
@@ -98,7 +118,7 @@ if login_node $TGT_IP4:$TGT_PORT $UNSOL_LOGIN "node.conn[0].iscsi.MaxXmitDataSeg
     "node.session.initial_login_retry_max=1"; then
     die "login succeeded at sq_depth=740 with 512-byte PDUs"
 fi
-refusal=$(grep 'need up to 515 send-queue entries' "$KMSG_WATCH_FILE" | tail -1)
+refusal=$(grep 'need up to 514 send-queue entries' "$KMSG_WATCH_FILE" | tail -1)
 [ -n "$refusal" ] || die "no refusal logged at start for 512-byte PDUs"
 log "sq_depth=740, 512-byte PDUs: login failed in $((SECONDS - t0)) s: ${refusal#*iser_rs: }"
 logout_all
