@@ -3,7 +3,7 @@
 //! callbacks do, expressed over [`IserConn`] and the task data path.
 
 use super::conn::IserConn;
-use super::limits::{max_sectors, sg_tablesize, CMDS_MAX, CMD_CHAIN_MAX};
+use super::limits::{max_sectors, sg_tablesize, CMDS_MAX, CMD_CHAIN_MAX, XMIT_SLOTS_MAX};
 use super::task::{self, IserTask};
 use super::xmit;
 use crate::proto;
@@ -64,10 +64,20 @@ impl TransportOps for IserTransport {
         // Receives switch to full-feature parsing with the final Login
         // Response itself (`IserConn::rx_done`), not here. The keys are
         // set now: the largest write's xmit (a command chain and its
-        // unsolicited Data-Outs) must fit the send queue's transmit budget.
+        // unsolicited Data-Outs) must fit the header slots and the send
+        // queue's transmit budget, or such a write would wait for good.
         let res = ep.resources().ok_or_else(ENOTCONN)?;
         let conn = ep.iscsi.get().ok_or_else(ENOTCONN)?;
-        let largest = CMD_CHAIN_MAX + conn.unsol_pdus_max(max_sectors() * 512);
+        let data_outs = conn.unsol_pdus_max(max_sectors() * 512);
+        if 1 + data_outs > XMIT_SLOTS_MAX {
+            pr_warn!(
+                "the negotiated keys make a write need up to {} header slots, more than the {} one transmit call can get: refused\n",
+                1 + data_outs,
+                XMIT_SLOTS_MAX
+            );
+            return Err(EINVAL);
+        }
+        let largest = CMD_CHAIN_MAX + data_outs;
         if !res.tx.set_largest_xmit(largest) {
             pr_warn!(
                 "the negotiated keys make a write need up to {} send-queue entries, more than the {} this connection gives commands (sq_depth, max_qp_wr): refused\n",

@@ -13,14 +13,15 @@
 # failed. Then, at the smallest depth, a write of 63 Data-Outs after 15
 # unsignaled reads at QD1 with no NOP-Out completes at once (before the
 # last Send of an xmit was signaled early when room runs short, it was
-# never sent); keys whose largest write could never fit are refused at
-# login.
+# never sent); keys whose largest write could never fit the send queue
+# or the header slots are refused at login.
 . "$(dirname "$0")/../lib.sh"
 # rxe rounds a queue up to a power of two, minus one: 1023 is exact.
 SQ_DEPTH=1023
 restore() {
     command -v udevadm >/dev/null && udevadm control --start-exec-queue 2>/dev/null
     case_cleanup; target_unsolicited no
+    echo 262144 > $CFG/target/iscsi/$TGT_IQN/tpgt_1/param/MaxBurstLength
 }
 trap restore EXIT
 setup_rdma rxe
@@ -122,6 +123,28 @@ refusal=$(grep 'need up to 514 send-queue entries' "$KMSG_WATCH_FILE" | tail -1)
 [ -n "$refusal" ] || die "no refusal logged at start for 512-byte PDUs"
 log "sq_depth=740, 512-byte PDUs: login failed in $((SECONDS - t0)) s: ${refusal#*iser_rs: }"
 logout_all
+wait_live_zero || die "live objects after the refused start: $(live_counts)"
+# Header slots likewise: with max_sectors=8192 (4 MiB commands),
+# FirstBurstLength 2,252,800 and 512-byte PDUs a write needs 4,400 (its
+# command and 4,399 Data-Outs), more than the 4,224 one transmit call can
+# always get (the send queue's default depth would hold it): refused at
+# start too.
+rmmod iser_rs || die "rmmod before max_sectors=8192"
+insmod "${ISER_RS_KO:-$ISER_RS_REPO/iser_rs.ko}" max_sectors=8192 || die "insmod max_sectors=8192"
+p=$CFG/target/iscsi/$TGT_IQN/tpgt_1/param
+echo 4194304 > $p/MaxBurstLength && echo 2252800 > $p/FirstBurstLength || die "LIO FirstBurstLength 2252800"
+t0=$SECONDS
+if login_node $TGT_IP4:$TGT_PORT $UNSOL_LOGIN "node.session.iscsi.FirstBurstLength=2252800" \
+    "node.session.iscsi.MaxBurstLength=4194304" "node.conn[0].iscsi.MaxXmitDataSegmentLength=512" \
+    "node.session.initial_login_retry_max=1"; then
+    die "login succeeded with max_sectors=8192, FirstBurstLength 2252800 and 512-byte PDUs"
+fi
+refusal=$(grep 'need up to 4400 header slots' "$KMSG_WATCH_FILE" | tail -1)
+[ -n "$refusal" ] || die "no refusal logged at start for 4,400 header slots"
+log "max_sectors=8192, FirstBurstLength 2252800, 512-byte PDUs: login failed in $((SECONDS - t0)) s: ${refusal#*iser_rs: }"
+logout_all
+echo 262144 > $p/MaxBurstLength
+target_unsolicited yes
 wait_live_zero || die "live objects after the refused start: $(live_counts)"
 # A depth that leaves the transmit path less than its minimum is refused
 # at setup: the discovery session's connection fails.
