@@ -30,10 +30,13 @@ pub(crate) const SIGNAL_EVERY: usize = 16;
 /// serialises the posts).
 pub(crate) const TX_DESCS: u32 = DATAOUT_MAX + CMDS_MAX + MGMT_MAX + SIGNAL_EVERY as u32;
 /// Header slots one xmit call may reserve (a command and its unsolicited
-/// Data-Outs) and always get once completions are reaped: all but the
-/// management PDUs' and those of the up to `SIGNAL_EVERY - 1` unsignaled
-/// Sends, which only a later signaled completion releases. A negotiation
-/// whose largest write needs more is refused at `start_conn`.
+/// Data-Outs) and always get at QD1 once completions are reaped: all but
+/// those of the up to `SIGNAL_EVERY - 1` unsignaled Sends, which only a
+/// later signaled completion releases, with the management PDUs' share
+/// and one more kept as margin (a NOP-Out or TMF holds its slot until its
+/// own completion). A negotiation whose largest write needs more is
+/// refused at `start_conn`. (At a deep queue the reservation is all or
+/// nothing, so such a write waits while smaller commands hold slots.)
 pub(crate) const XMIT_SLOTS_MAX: u32 = TX_DESCS - MGMT_MAX - SIGNAL_EVERY as u32;
 /// FRWR MRs: one per libiscsi task, named by the task's index (`MrPool`).
 /// A command registers one MR at most (Linux has had no bidirectional SCSI

@@ -129,7 +129,9 @@ wait_live_zero || die "live objects after the refused start: $(live_counts)"
 # command and 4,399 Data-Outs), more than the 4,224 one transmit call can
 # always get (the send queue's default depth would hold it): refused at
 # start too.
-rmmod iser_rs || die "rmmod before max_sectors=8192"
+# A session iscsid has not finished destroying still holds the module.
+for ((i = 0; i < 50; i++)); do rmmod iser_rs 2>/dev/null && break; sleep 0.2; done
+lsmod | grep -q '^iser_rs ' && die "rmmod before max_sectors=8192"
 insmod "${ISER_RS_KO:-$ISER_RS_REPO/iser_rs.ko}" max_sectors=8192 || die "insmod max_sectors=8192"
 p=$CFG/target/iscsi/$TGT_IQN/tpgt_1/param
 echo 4194304 > $p/MaxBurstLength && echo 2252800 > $p/FirstBurstLength || die "LIO FirstBurstLength 2252800"
