@@ -386,12 +386,16 @@ impl TxPool {
     /// `sq_early_signals` once posted).
     #[inline]
     fn sq_tight(&self, n: u32) -> bool {
-        let in_use = self
-            .sq_posted
+        self.sq_in_use().wrapping_add(n) > self.sq_signal_above.load(Ordering::Relaxed)
+    }
+
+    /// Entries the transmit path has in use: posted, and not yet freed by
+    /// a reaped signaled completion.
+    #[inline]
+    fn sq_in_use(&self) -> u32 {
+        self.sq_posted
             .load(Ordering::Relaxed)
-            .wrapping_add(n)
-            .wrapping_sub(self.sq_reaped.load(Ordering::Acquire));
-        in_use > self.sq_signal_above.load(Ordering::Relaxed)
+            .wrapping_sub(self.sq_reaped.load(Ordering::Acquire))
     }
 
     /// Bytes this pool allocated (descriptors, header slots) and the
@@ -412,10 +416,7 @@ impl TxPool {
     /// signaled one out always fits once they are).
     #[inline]
     pub(crate) fn sq_room(&self, n: u32, mgmt: bool, counters: &Counters) -> bool {
-        let in_use = self
-            .sq_posted
-            .load(Ordering::Relaxed)
-            .wrapping_sub(self.sq_reaped.load(Ordering::Acquire));
+        let in_use = self.sq_in_use();
         let budget = if mgmt {
             self.sq_budget
         } else {

@@ -114,15 +114,20 @@ wait_live_zero || die "live objects after logout: $(live_counts)"
 # more than the transmit budget holds even empty: the connection is
 # refused at start (full feature phase), with the reason logged, rather
 # than log in and leave every such write waiting for good.
-t0=$SECONDS
-if login_node $TGT_IP4:$TGT_PORT $UNSOL_LOGIN "node.conn[0].iscsi.MaxXmitDataSegmentLength=512" \
-    "node.session.initial_login_retry_max=1"; then
-    die "login succeeded at sq_depth=740 with 512-byte PDUs"
-fi
-refusal=$(grep 'need up to 514 send-queue entries' "$KMSG_WATCH_FILE" | tail -1)
-[ -n "$refusal" ] || die "no refusal logged at start for 512-byte PDUs"
-log "sq_depth=740, 512-byte PDUs: login failed in $((SECONDS - t0)) s: ${refusal#*iser_rs: }"
-logout_all
+# login_refused WHAT REASON SETTING...: a login with the unsolicited keys
+# and SETTINGs (one attempt) fails, and start_conn logged REASON.
+login_refused() {
+    local what=$1 reason=$2 t0=$SECONDS refusal; shift 2
+    if login_node $TGT_IP4:$TGT_PORT $UNSOL_LOGIN "$@" "node.session.initial_login_retry_max=1"; then
+        die "login succeeded with $what"
+    fi
+    refusal=$(grep "$reason" "$KMSG_WATCH_FILE" | tail -1)
+    [ -n "$refusal" ] || die "no refusal logged at start with $what"
+    log "$what: login failed in $((SECONDS - t0)) s: ${refusal#*iser_rs: }"
+    logout_all
+}
+login_refused "sq_depth=740, 512-byte PDUs" 'need up to 514 send-queue entries' \
+    "node.conn[0].iscsi.MaxXmitDataSegmentLength=512"
 wait_live_zero || die "live objects after the refused start: $(live_counts)"
 # Header slots likewise: with max_sectors=8192 (4 MiB commands),
 # FirstBurstLength 2,252,800 and 512-byte PDUs a write needs 4,400 (its
@@ -135,16 +140,9 @@ lsmod | grep -q '^iser_rs ' && die "rmmod before max_sectors=8192"
 insmod "${ISER_RS_KO:-$ISER_RS_REPO/iser_rs.ko}" max_sectors=8192 || die "insmod max_sectors=8192"
 p=$CFG/target/iscsi/$TGT_IQN/tpgt_1/param
 echo 4194304 > $p/MaxBurstLength && echo 2252800 > $p/FirstBurstLength || die "LIO FirstBurstLength 2252800"
-t0=$SECONDS
-if login_node $TGT_IP4:$TGT_PORT $UNSOL_LOGIN "node.session.iscsi.FirstBurstLength=2252800" \
-    "node.session.iscsi.MaxBurstLength=4194304" "node.conn[0].iscsi.MaxXmitDataSegmentLength=512" \
-    "node.session.initial_login_retry_max=1"; then
-    die "login succeeded with max_sectors=8192, FirstBurstLength 2252800 and 512-byte PDUs"
-fi
-refusal=$(grep 'need up to 4400 header slots' "$KMSG_WATCH_FILE" | tail -1)
-[ -n "$refusal" ] || die "no refusal logged at start for 4,400 header slots"
-log "max_sectors=8192, FirstBurstLength 2252800, 512-byte PDUs: login failed in $((SECONDS - t0)) s: ${refusal#*iser_rs: }"
-logout_all
+login_refused "max_sectors=8192, FirstBurstLength 2252800, 512-byte PDUs" 'need up to 4400 header slots' \
+    "node.session.iscsi.FirstBurstLength=2252800" "node.session.iscsi.MaxBurstLength=4194304" \
+    "node.conn[0].iscsi.MaxXmitDataSegmentLength=512"
 echo 262144 > $p/MaxBurstLength
 target_unsolicited yes
 wait_live_zero || die "live objects after the refused start: $(live_counts)"
