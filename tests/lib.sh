@@ -336,9 +336,24 @@ kmsg_watch_start() {
     dmesg -W > "$KMSG_WATCH_FILE" 2>&1 &
     KMSG_WATCH_PID=$!
 }
+# kmsg_sync: wait (up to 5 s) until the follower has copied every kernel
+# message logged so far into the watch file: a marker written to the log
+# now has reached it. A state the kernel reached after logging a line
+# (live counts 0 after a warning) does not mean dmesg has been scheduled
+# to copy that line yet.
+kmsg_sync() {
+    [ -n "$KMSG_WATCH_PID" ] || return 0
+    local mark="iser-test: kmsg sync $$.$RANDOM.$(now_ms)" i
+    echo "$mark" > /dev/kmsg
+    for ((i = 0; i < 100; i++)); do
+        grep -a -qF -- "$mark" "$KMSG_WATCH_FILE" && return 0
+        sleep 0.05
+    done
+    echo "# the kernel log follower did not catch up in 5 s"
+}
 # kmsg_count RE: how many lines of the kernel log since kmsg_watch_start
-# match RE (grep's basic regular expression).
-kmsg_count() { grep -c -- "$1" "$KMSG_WATCH_FILE"; }
+# match RE (grep's basic regular expression), up to now (kmsg_sync).
+kmsg_count() { kmsg_sync >&2; grep -ac -- "$1" "$KMSG_WATCH_FILE"; }
 kmsg_watch_check() {
     local r
     sleep 0.5
@@ -354,7 +369,7 @@ kmsg_watch_check() {
     fi
     [ -z "$r" ] && return 0
     local first; first=$(echo "$r" | head -1 | sed 's/^\[[^]]*\] //; s/ <<< .*//')
-    echo "# kernel report:"; grep -F -m1 -B2 -A30 -- "$first" "$KMSG_WATCH_FILE" | head -60 | sed 's/^/#   /'
+    echo "# kernel report:"; grep -a -F -m1 -B2 -A30 -- "$first" "$KMSG_WATCH_FILE" | head -60 | sed 's/^/#   /'
     return 1
 }
 

@@ -35,8 +35,8 @@ kmsg_watch_start
 login_node $TGT_IP4:$TGT_PORT $UNSOL_LOGIN || die "login"
 disk=$(wait_disks | head -1) || die "no disk"
 [ "$(session_param InitialR2T)" = No ] || die "InitialR2T=No was not negotiated"
-sleep 0.5
-setup_line=$(grep 'iser_rs: setup:' "$KMSG_WATCH_FILE" | tail -1)
+kmsg_sync
+setup_line=$(grep -a 'iser_rs: setup:' "$KMSG_WATCH_FILE" | tail -1)
 log "${setup_line#*iser_rs: }"
 [[ "$setup_line" == *"QP with $SQ_DEPTH send"* ]] || die "the QP was not created with $SQ_DEPTH send WRs"
 c0=$(iser_connects)
@@ -53,8 +53,22 @@ posts=$(session_stat err_post) full=$(session_stat sq_room_waits)
 part=$(kmsg_count 'posted in part') errs=$(kmsg_count 'detected conn error')
 reconnects=$(( $(iser_connects) - c0 ))
 log "failed posts $posts, chains posted in part $part, connection errors $errs, reconnects $reconnects, waits for send-queue room $full"
+# The target's receive queue runs dry under unsolicited Data-Out: rxe
+# answers with RNR NAKs and retransmits, rewinding the send queue over
+# REG_MRs already run (before scripts/kernel-patches/0003, rxe ran them
+# again and failed the QP).
+hw=/sys/class/infiniband/$RDMA_DEV/ports/1/hw_counters
+log "$RDMA_DEV (target and initiator): RNR NAKs $(cat $hw/rcvd_rnr_err 2>/dev/null), send queues rewound after a NAK or a timeout $(cat $hw/completer_retry_err 2>/dev/null)"
 [ "$posts" -eq 0 ] || die "$posts posts failed"
-[ "$part" -eq 0 ] && [ "$errs" -eq 0 ] && [ "$reconnects" -eq 0 ] || die "the connection failed"
+if [ "$part" -ne 0 ] || [ "$errs" -ne 0 ] || [ "$reconnects" -ne 0 ]; then
+    # What ended it: the kernel's lines up to the error (the target's
+    # too), and rxe's counters (retransmissions, NAKs).
+    grep -av 'iser-test' "$KMSG_WATCH_FILE" | grep -a -m1 -B30 'detected conn error' | sed 's/^/# kmsg: /'
+    for f in /sys/class/infiniband/*/ports/1/hw_counters/*; do
+        [ "$(cat "$f" 2>/dev/null)" != 0 ] && echo "# ${f#/sys/class/infiniband/}: $(cat "$f")"
+    done
+    die "the connection failed"
+fi
 [ "$full" -gt 0 ] || die "no command waited for send-queue room (sq_room_waits=0): the budget was never reached"
 logout_all
 wait_live_zero || die "live objects after logout: $(live_counts)"
@@ -121,7 +135,8 @@ login_refused() {
     if login_node $TGT_IP4:$TGT_PORT $UNSOL_LOGIN "$@" "node.session.initial_login_retry_max=1"; then
         die "login succeeded with $what"
     fi
-    refusal=$(grep "$reason" "$KMSG_WATCH_FILE" | tail -1)
+    kmsg_sync
+    refusal=$(grep -a "$reason" "$KMSG_WATCH_FILE" | tail -1)
     [ -n "$refusal" ] || die "no refusal logged at start with $what"
     log "$what: login failed in $((SECONDS - t0)) s: ${refusal#*iser_rs: }"
     logout_all

@@ -138,7 +138,7 @@ log "reconnect causes: $(kmsg_count 'iser_rs: connection failed in xmit') failed
 # A NOP-Out timeout here means the connection was dead and nobody said so
 # (before the fix: the initiator's QP in error after a refused REG_MR).
 [ "$(kmsg_count 'ping timeout')" = 0 ] || die "NOP-Out timeouts: a connection died silently"
-! grep -q 'unsolicited Data-Out without a reserved slot' "$KMSG_WATCH_FILE" ||
+! grep -a -q 'unsolicited Data-Out without a reserved slot' "$KMSG_WATCH_FILE" ||
     die "a command without unsolicited data took the Data-Out path ($(kmsg_count 'unsolicited Data-Out without') times)"
 
 # Partial chains: with fail_iser_rs_post/partial set only chains of two or
@@ -193,6 +193,6 @@ log "any post: $hits failed posts, $(( $(iser_connects) - c0 )) reconnects, fio 
 [ "$(live_counts)" = "$counts0" ] || die "live counts changed: $counts0 -> $(live_counts)"
 logout_all
 wait_live_zero || die "live objects after logout: $(live_counts)"
-grep -qE 'iser_rs: connection failed .* at [^ ]+\.rs:[0-9]+$' "$KMSG_WATCH_FILE" ||
+grep -a -qE 'iser_rs: connection failed .* at [^ ]+\.rs:[0-9]+$' "$KMSG_WATCH_FILE" ||
     die "debug_level 2: no connection failure named its source line"
 kmsg_watch_check || die "kernel report"
