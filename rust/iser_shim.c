@@ -325,8 +325,10 @@ void iser_rs_fault_exit(void)
 /*
  * Whether this post fails: @send is the send chain, NULL for a receive.
  * With "partial" set only send chains of two or more work requests fail.
+ * Inlined into both posts: a kernel built for size would otherwise call
+ * it on every post.
  */
-static bool iser_rs_post_fails(const struct ib_send_wr *send)
+static __always_inline bool iser_rs_post_fails(const struct ib_send_wr *send)
 {
 	/* Off (probability 0) is the rule: no call on the data path then. */
 	if (likely(!READ_ONCE(iser_rs_fail_post.probability)))
@@ -382,7 +384,7 @@ void iser_rs_fault_exit(void)
 {
 }
 
-static bool iser_rs_post_fails(const struct ib_send_wr *send)
+static __always_inline bool iser_rs_post_fails(const struct ib_send_wr *send)
 {
 	return false;
 }
