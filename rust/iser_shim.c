@@ -19,6 +19,9 @@
 #include <linux/slab.h>
 #include <linux/sysfs.h>
 #include <linux/bottom_half.h>
+#include <linux/delay.h>
+#include <linux/sched.h>
+#include <linux/sched/task.h>
 #include <linux/workqueue.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
@@ -81,6 +84,17 @@ MODULE_PARM_DESC(hello, "Send an iSER Hello when connected and check the target'
 unsigned int iser_rs_inject_send_pdu_delay_ms;
 module_param_named(inject_send_pdu_delay_ms, iser_rs_inject_send_pdu_delay_ms, uint, 0644);
 MODULE_PARM_DESC(inject_send_pdu_delay_ms, "Test only: delay the return of each send_pdu call (Login, Text, Logout, ... requests from iscsid/iscsiadm) by this many ms (default: 0)");
+
+/*
+ * Fault injection for the guest suite (case 069): each send_pdu call
+ * busy-waits this long after the transport's end hook and before the call
+ * returns (and scsi_transport_iscsi queues its netlink reply), without
+ * sleeping, as a caller does whose CPU is taken away there (a vCPU the
+ * host does not run, or a preempted task). 0 (the default): off.
+ */
+unsigned int iser_rs_inject_send_pdu_busy_ms;
+module_param_named(inject_send_pdu_busy_ms, iser_rs_inject_send_pdu_busy_ms, uint, 0644);
+MODULE_PARM_DESC(inject_send_pdu_busy_ms, "Test only: busy-wait (no sleep) this many ms at the end of each send_pdu call, before its netlink reply (default: 0)");
 
 /*
  * Fault injection for the guest suite (case 053): a connection's setup
@@ -642,6 +656,53 @@ int iser_rs_device_max_qp_rd_atom(struct ib_device *dev)
 u64 iser_rs_now_ms(void)
 {
 	return ktime_to_ms(ktime_get_boottime());
+}
+
+/**
+ * iser_rs_mdelay() - mdelay()
+ * @ms: how long to busy-wait, in milliseconds
+ */
+void iser_rs_mdelay(unsigned int ms)
+{
+	mdelay(ms);
+}
+
+/**
+ * iser_rs_current_task_get() - a reference on the calling task
+ * @nvcsw: where its count of voluntary context switches goes
+ *
+ * Return: current, with a reference the caller drops with
+ * iser_rs_task_put().
+ */
+struct task_struct *iser_rs_current_task_get(unsigned long *nvcsw)
+{
+	*nvcsw = READ_ONCE(current->nvcsw);
+	return get_task_struct(current);
+}
+
+/**
+ * iser_rs_task_slept_since() - whether a task slept since a point
+ * @t: a task the caller holds a reference on
+ * @nvcsw: its voluntary context switch count at that point
+ *
+ * A task that is not running now, or that switched out voluntarily since
+ * (it slept and was woken), has slept. A preempted task stays running
+ * and counts its switches in nivcsw: it has not.
+ *
+ * Return: true if @t slept since @nvcsw was read.
+ */
+bool iser_rs_task_slept_since(struct task_struct *t, unsigned long nvcsw)
+{
+	return READ_ONCE(t->nvcsw) != nvcsw || !task_is_running(t);
+}
+
+/**
+ * iser_rs_task_put() - drop what iser_rs_current_task_get() took
+ * @t: the task
+ */
+void iser_rs_task_put(struct task_struct *t)
+{
+	put_task_struct(t);
 }
 
 /**

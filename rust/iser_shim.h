@@ -20,6 +20,7 @@ extern unsigned int iser_rs_signal_every;
 extern unsigned int iser_rs_sq_depth;
 extern bool iser_rs_hello;
 extern unsigned int iser_rs_inject_send_pdu_delay_ms;
+extern unsigned int iser_rs_inject_send_pdu_busy_ms;
 extern unsigned int iser_rs_inject_setup_delay_ms;
 
 /* True when some module already registered an iSCSI transport "name". */
@@ -93,6 +94,11 @@ struct Scsi_Host *iser_rs_cls_session_to_shost(struct iscsi_cls_session *s);
 int iser_rs_device_max_qp_rd_atom(struct ib_device *dev);
 int iser_rs_device_max_qp_wr(struct ib_device *dev);
 u64 iser_rs_now_ms(void);
+void iser_rs_mdelay(unsigned int ms);
+struct task_struct;
+struct task_struct *iser_rs_current_task_get(unsigned long *nvcsw);
+bool iser_rs_task_slept_since(struct task_struct *t, unsigned long nvcsw);
+void iser_rs_task_put(struct task_struct *t);
 bool iser_rs_device_sg_gaps_reg(struct ib_device *dev);
 struct device *iser_rs_device_dma_parent(struct ib_device *dev);
 #endif

@@ -50,7 +50,7 @@ use crate::sys::cm::{CmEvent, CmEventKind, CmHandler, CmId, CmIdRef};
 use crate::sys::errno::{
     ECONNABORTED, ECONNREFUSED, ECONNRESET, EHOSTUNREACH, ENOBUFS, ENOTCONN, EPROTO, ETIMEDOUT,
 };
-use crate::sys::iscsi::{Conn, ConnSlot, IscsiErr, SockAddr};
+use crate::sys::iscsi::{Conn, ConnSlot, IscsiErr, SendPduCaller, SockAddr};
 use crate::sys::rcu::{RcuGuard, RcuSlot};
 use crate::sys::verbs::{SendPayload, Sge, SlotToken, Wc, WithCqe};
 use crate::sys::work::{impl_has_delayed_work, DelayedWork};
@@ -81,15 +81,22 @@ struct RxGate {
     open: bool,
 }
 
-/// How long after a `send_pdu` call returned its request's Login or Text
-/// Response is still held (see [`IserConn::login_window_open`]). What
-/// follows the transport's return in that call (scsi_transport_iscsi
-/// unlocks a mutex and unicasts a reply of a few dozen bytes) takes
-/// microseconds; 2 ms covers it a thousandfold and adds 2 ms per login
-/// step. A caller preempted for longer than that between the two can
-/// still lose the race (not closed: nothing we can observe marks the
-/// reply as sent).
+/// When `login_rsp_work` first looks whether a returned `send_pdu` call's
+/// caller has queued its netlink reply (see
+/// [`IserConn::login_window_open`]). What follows the transport's return
+/// in that call (scsi_transport_iscsi unlocks a mutex and unicasts a reply
+/// of a few dozen bytes) takes microseconds, and the caller then sleeps
+/// waiting for the response: one look at 2 ms (a jiffy at HZ=250) usually
+/// finds it asleep. A caller whose CPU was taken away in between (a vCPU
+/// the host does not run, a preempted task) is looked at again every
+/// `LOGIN_CALLER_LOOK_MS`.
 const LOGIN_RSP_MARGIN_MS: u32 = 2;
+/// How often `login_rsp_work` looks again at a caller that has not slept.
+const LOGIN_CALLER_LOOK_MS: u32 = 1;
+/// How long after a `send_pdu` call returned its response is held at most
+/// for a caller that never sleeps (a caller busy elsewhere has long queued
+/// its reply): far below iscsiadm's 30 s login timeout.
+const LOGIN_CALLER_WAIT_MAX_MS: u64 = 2_000;
 
 /// After a successful Logout's disconnect, how long iscsid (which got the
 /// Logout Response and stops the connection for it at once) has before
@@ -98,6 +105,15 @@ const LOGIN_RSP_MARGIN_MS: u32 = 2;
 /// (`node.conn[0].timeo.logout_timeout`, 15 s, which iscsid counts from
 /// its Logout to the response), ample for a live iscsid.
 const LOGOUT_STOP_DEADLINE_MS: u32 = 15_000;
+
+/// The caller of the last `send_pdu` call (`IserConn::login_caller`).
+struct LoginCaller {
+    /// That call's task; `None` once seen asleep, or none yet.
+    task: Option<SendPduCaller>,
+    /// When (`params::now_ms`) its response is delivered even if the task
+    /// never slept (`LOGIN_CALLER_WAIT_MAX_MS` after the call returned).
+    due_ms: u64,
+}
 
 /// One iSER connection; the `Ep` of the `iser` transport.
 #[pin_data]
@@ -108,10 +124,15 @@ pub(crate) struct IserConn {
     /// running handler) before any field the handler reads.
     #[pin]
     login_rsp_work: DelayedWork<IserConn>,
-    /// A `send_pdu` call is in progress or returned less than
-    /// `LOGIN_RSP_MARGIN_MS` ago (cleared by `login_rsp_work`): a Login or
-    /// Text Response arriving now is held (see `login_window_open`).
+    /// A `send_pdu` call is in progress, or returned and its caller has
+    /// not been seen asleep (cleared by `login_rsp_work`): a Login or Text
+    /// Response arriving now is held (see `login_window_open`).
     login_window: AtomicBool,
+    /// The task of the last `send_pdu` call, until `login_rsp_work` saw it
+    /// asleep (process context only: `send_pdu_returning`, the work, and
+    /// `drop_held_login_rsp`).
+    #[pin]
+    login_caller: Mutex<LoginCaller>,
     /// The held response: 0 none; else `HELD_RSP`, `HELD_IN_LOGIN_BUF` if
     /// it is in the login buffer, `HELD_LOGIN_PHASE` if it was parsed as a
     /// login-phase PDU, the ring index at bit 32 and the byte length in the
@@ -202,6 +223,7 @@ impl IserConn {
             pin_init!(IserConn {
                 login_rsp_work <- DelayedWork::new(),
                 login_window: AtomicBool::new(false),
+                login_caller <- new_mutex!(LoginCaller { task: None, due_ms: 0 }),
                 login_rsp_held: AtomicU64::new(0),
                 state: AtomicU8::new(State::Connecting as u8),
                 error: AtomicI32::new(0),
@@ -715,17 +737,54 @@ impl IserConn {
     /// that reply into a stash its poll loop never looks at, waits 30 s,
     /// gives up, and on reconnecting crashes on the stale stash (open-iscsi
     /// issue #255). So a Login or Text Response arriving while the call is
-    /// in progress, or less than `LOGIN_RSP_MARGIN_MS` after it returned,
-    /// is held and delivered by `login_rsp_work` once that margin passed.
-    /// Process context (scsi_transport_iscsi's netlink handler).
+    /// in progress, or after it returned but before its caller slept
+    /// (which it does only after scsi_transport_iscsi queued the reply), is
+    /// held and delivered by `login_rsp_work` once the caller was seen
+    /// asleep (or `LOGIN_CALLER_WAIT_MAX_MS` passed). A time margin alone
+    /// lost that race when the caller's vCPU was not run for longer (case
+    /// 069 with `inject_send_pdu_busy_ms`; a CI run). Process context
+    /// (scsi_transport_iscsi's netlink handler).
     pub(crate) fn login_window_open(&self) {
         self.login_window.store(true, Ordering::SeqCst);
     }
 
-    /// The `send_pdu` call returns: the window closes `LOGIN_RSP_MARGIN_MS`
-    /// from now, when `login_rsp_work` delivers what it holds.
-    pub(crate) fn login_window_closing(&self) {
+    /// The `send_pdu` call of `caller` returns: the window closes when
+    /// `login_rsp_work` finds `caller` asleep, looking first
+    /// `LOGIN_RSP_MARGIN_MS` from now, and delivers what it holds.
+    pub(crate) fn login_window_closing(&self, caller: SendPduCaller) {
+        let due_ms = crate::sys::params::now_ms() + LOGIN_CALLER_WAIT_MAX_MS;
+        let old = core::mem::replace(
+            &mut *self.login_caller.lock(),
+            LoginCaller {
+                task: Some(caller),
+                due_ms,
+            },
+        );
+        // The previous caller's reference drops outside the lock.
+        drop(old);
         self.login_rsp_work.schedule(LOGIN_RSP_MARGIN_MS);
+    }
+
+    /// Whether the last `send_pdu` call's caller has slept since the call
+    /// returned (so its netlink reply is queued ahead of anything delivered
+    /// now), or was waited for long enough; if not, `login_rsp_work` is
+    /// scheduled to look again. Process context (`login_rsp_work`).
+    pub(crate) fn login_caller_done(&self) -> bool {
+        let mut guard = self.login_caller.lock();
+        let waited = match &guard.task {
+            None => return true,
+            Some(t) => !t.has_slept() && crate::sys::params::now_ms() < guard.due_ms,
+        };
+        if waited {
+            drop(guard);
+            self.counters.login_caller_look();
+            self.login_rsp_work.schedule(LOGIN_CALLER_LOOK_MS);
+            return false;
+        }
+        let task = guard.task.take();
+        drop(guard);
+        drop(task);
+        true
     }
 
     /// The connection stops or goes away: a held Login or Text Response is
@@ -733,6 +792,8 @@ impl IserConn {
     /// delivery).
     pub(crate) fn drop_held_login_rsp(&self) {
         self.login_rsp_work.cancel_sync();
+        let task = self.login_caller.lock().task.take();
+        drop(task);
         self.login_window.store(false, Ordering::SeqCst);
         self.login_rsp_held.store(0, Ordering::SeqCst);
     }

@@ -56,7 +56,8 @@ counters! {
     rx_dropped: "PDUs received after a reported connection failure, not delivered.",
     tmf_invalidations: "STags invalidated locally before a successful TMF Response was delivered.",
     tmf_send_waits: "Successful TMF Responses that arrived before their request's Send completed and were held for it (and for no invalidation).",
-    login_rsps_held: "Login/Text Responses that arrived before (or within 2 ms after) the send_pdu call of their request returned, held and delivered after it (see IserConn::login_window_open).",
+    login_rsps_held: "Login/Text Responses that arrived before the send_pdu call of their request returned (or before its caller slept after it), held and delivered after that (see IserConn::login_window_open).",
+    login_caller_looks: "Times a held Login/Text Response waited again because the send_pdu caller had not slept since its call returned (its netlink reply not yet queued).",
     released_valid_stags: "STags (MRs) still valid on a live QP when libiscsi released their command: a broken guarantee, 0 on every path the tests drive.",
     rx_returned: "Receive buffers of held responses whose command libiscsi released first (task cleanup): back to the ring undelivered (to teardown once the connection failed).",
     rx_orphaned: "Of those, buffers whose repost failed: reposted by the next receive completion.",
@@ -120,6 +121,9 @@ impl Counters {
     }
     pub(crate) fn login_rsp_held(&self) {
         self.login_rsps_held.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn login_caller_look(&self) {
+        self.login_caller_looks.fetch_add(1, Ordering::Relaxed);
     }
     pub(crate) fn rx_dropped(&self) {
         self.rx_dropped.fetch_add(1, Ordering::Relaxed);

@@ -154,8 +154,9 @@ fn rx_context(login_phase: bool) -> proto::bhs::RxContext {
 }
 
 impl DelayedWorkHandler for IserConn {
-    /// `login_rsp_work`: acts on a HelloReply's verdict; closes the login
-    /// window and delivers the held Login or Text Response, as the receive path would have (BH off, as
+    /// `login_rsp_work`: acts on a HelloReply's verdict; once the last
+    /// `send_pdu` caller slept, closes the login window and delivers the
+    /// held Login or Text Response, as the receive path would have (BH off, as
     /// libiscsi's receive entry point expects; inside the RCU section
     /// that implies for the resources).
     fn run(this: &IserConn) {
@@ -163,6 +164,10 @@ impl DelayedWorkHandler for IserConn {
         // successful logout's disconnect, too.
         this.logout_deadline();
         this.finish_hello();
+        // The window stays open until the last send_pdu caller slept.
+        if !this.login_caller_done() {
+            return;
+        }
         let Some(held) = this.take_held_login_rsp() else {
             return;
         };

@@ -119,8 +119,8 @@ impl TransportOps for IserTransport {
         ep.login_window_open();
     }
 
-    fn send_pdu_returning(ep: &IserConn) {
-        ep.login_window_closing();
+    fn send_pdu_returning(ep: &IserConn, caller: iscsi::SendPduCaller) {
+        ep.login_window_closing(caller);
     }
 
     fn init_task(ep: &IserConn, task: Task<'_, IserTask>) -> Result {

@@ -94,8 +94,10 @@ pub(crate) trait TransportOps: 'static {
     /// context; must not sleep.
     fn send_pdu_begin(ep: &Self::Ep);
     /// That `send_pdu` call is returning; the netlink reply that tells its
-    /// caller the request went out follows. Process context; must not sleep.
-    fn send_pdu_returning(ep: &Self::Ep);
+    /// caller the request went out follows. `caller` is the task making
+    /// the call, which has queued that reply once it slept (see
+    /// [`SendPduCaller::has_slept`]). Process context; must not sleep.
+    fn send_pdu_returning(ep: &Self::Ep, caller: SendPduCaller);
     /// Prepares a task for (re)transmission (`init_task`).
     fn init_task(ep: &Self::Ep, task: Task<'_, Self::TaskData>) -> Result;
     /// Transmits a task (`xmit_task`).
@@ -951,7 +953,7 @@ unsafe extern "C" fn send_pdu_tr<T: TransportOps>(
     let conn = unsafe { (*cls_conn).dd_data.cast::<b::iscsi_conn>() };
     // The endpoint is read inside an RCU read-side section, as `get_stats`
     // does (see `ep_disconnect_tr`); the hooks do not sleep.
-    let hook = |f: fn(&T::Ep)| {
+    let hook = |f: &dyn Fn(&T::Ep)| {
         super::rcu::read_section(|| {
             // SAFETY: live connection (caller).
             if let Some(ep) = unsafe { conn_ep::<T>(conn) } {
@@ -959,7 +961,21 @@ unsafe extern "C" fn send_pdu_tr<T: TransportOps>(
             }
         })
     };
-    hook(T::send_pdu_begin);
+    hook(&T::send_pdu_begin);
+    // libiscsi delivers a Login or Text Response (iscsi_complete_pdu) under
+    // the session's back_lock in two steps: to iscsid/iscsiadm
+    // (iscsi_recv_pdu), then it frees the login task (iscsi_complete_task).
+    // A caller woken by the first step whose next request reaches
+    // iscsi_conn_send_pdu before the second finds the login task busy
+    // ("Login/Text in progress"), and the call fails (case 069 on Debian's
+    // kernel; iscsiadm then starts the discovery over). Taking and
+    // releasing the back_lock here waits for a delivery in progress.
+    // SAFETY: live connection (caller), bound to its session since
+    // conn_create; the lock is released at once, by this thread.
+    unsafe {
+        b::iser_rs_back_lock(conn);
+        b::iser_rs_back_unlock(conn);
+    }
     // SAFETY: the caller's arguments, passed on unchanged.
     let rc = unsafe { b::iscsi_conn_send_pdu(cls_conn, hdr, data, data_size) };
     let delay = super::params::param_inject_send_pdu_delay_ms();
@@ -968,8 +984,61 @@ unsafe extern "C" fn send_pdu_tr<T: TransportOps>(
         // only mutexes.
         super::params::msleep(delay);
     }
-    hook(T::send_pdu_returning);
+    hook(&|ep| T::send_pdu_returning(ep, SendPduCaller::current()));
+    let busy = super::params::param_inject_send_pdu_busy_ms();
+    if busy > 0 {
+        // The caller's CPU taken away between the end hook and the netlink
+        // reply (case 069), without a sleep.
+        super::params::mdelay(busy);
+    }
     rc
+}
+
+/// The task making a `send_pdu` call (iscsid or iscsiadm), held by
+/// reference. scsi_transport_iscsi queues the call's netlink reply after
+/// the transport returns, without sleeping in between; so once that task
+/// has slept, the reply is queued on its socket ahead of anything
+/// multicast from then on.
+///
+/// # Invariants
+///
+/// `task` holds a task reference taken by `current` and dropped by `drop`.
+pub(crate) struct SendPduCaller {
+    task: *mut b::task_struct,
+    nvcsw: kernel::ffi::c_ulong,
+}
+
+// SAFETY: a task reference may be read and dropped from any thread.
+unsafe impl Send for SendPduCaller {}
+// SAFETY: `has_slept` only reads the task's fields with READ_ONCE.
+unsafe impl Sync for SendPduCaller {}
+
+impl SendPduCaller {
+    /// The calling task, and its voluntary switch count now.
+    fn current() -> Self {
+        let mut nvcsw = 0;
+        // SAFETY: `nvcsw` is a valid out pointer; the helper takes a
+        // reference on `current`, dropped in `drop`.
+        let task = unsafe { b::iser_rs_current_task_get(&mut nvcsw) };
+        // INVARIANT: `task` was just referenced.
+        Self { task, nvcsw }
+    }
+
+    /// Whether the task slept since the call returned (or is asleep, or
+    /// gone): then the call's netlink reply has been queued. A task the
+    /// scheduler preempted, or whose vCPU the host does not run, has not.
+    pub(crate) fn has_slept(&self) -> bool {
+        // SAFETY: `task` is referenced (type invariant).
+        unsafe { b::iser_rs_task_slept_since(self.task, self.nvcsw) }
+    }
+}
+
+impl Drop for SendPduCaller {
+    fn drop(&mut self) {
+        // SAFETY: drops the reference `current` took (type invariant),
+        // once.
+        unsafe { b::iser_rs_task_put(self.task) };
+    }
 }
 
 /// A target address as the CM id holds it (`struct sockaddr *`), handed

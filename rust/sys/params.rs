@@ -59,6 +59,13 @@ pub(crate) fn param_inject_send_pdu_delay_ms() -> u32 {
     unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_inject_send_pdu_delay_ms)) }
 }
 
+/// The `inject_send_pdu_busy_ms` fault-injection parameter (0644; 0: off).
+pub(crate) fn param_inject_send_pdu_busy_ms() -> u32 {
+    // SAFETY: an aligned u32 module parameter; a concurrent sysfs write
+    // stores a whole word.
+    unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_inject_send_pdu_busy_ms)) }
+}
+
 /// The `inject_setup_delay_ms` fault-injection parameter (0644; 0: off).
 pub(crate) fn param_inject_setup_delay_ms() -> u32 {
     // SAFETY: an aligned u32 module parameter; a concurrent sysfs write
@@ -78,6 +85,13 @@ pub(crate) fn msleep(ms: u32) {
     // SAFETY: msleep takes any value; the callers run in process context
     // holding no spinlock (see each caller).
     unsafe { b::msleep(ms) };
+}
+
+/// Busy-waits `ms` milliseconds without sleeping (a fault-injection
+/// delay). Any context.
+pub(crate) fn mdelay(ms: u32) {
+    // SAFETY: mdelay takes any value and only spins.
+    unsafe { b::iser_rs_mdelay(ms) };
 }
 
 /// The module-wide live-object counters, shown as read-only module
