@@ -5,7 +5,8 @@
 //! and teardown. The paths above it: `recv.rs` (receive completions),
 //! `task.rs` (completion rules), `xmit.rs` (sends).
 //!
-//! Contexts and synchronisation (no spinlock is taken anywhere here):
+//! Contexts and synchronisation (spinlocks: [`RxGate`] and
+//! `login_caller`, below):
 //! - CM events: process context, one at a time (rdma_cm's handler mutex).
 //!   The ROUTE_RESOLVED handler creates [`Resources`] and publishes them in
 //!   an [`RcuSlot`]; readers (xmit, completion handlers, task cleanup) hold
@@ -15,8 +16,9 @@
 //! - iscsid/libiscsi callbacks: process context.
 //! - `login_rsp_work` (a delayed work item in the connection): process
 //!   context, runs with BH off; delivers a Login/Text Response the
-//!   receive path held while a `send_pdu` call was in progress (see
-//!   [`IserConn::login_window_open`]), acts on a HelloReply's verdict, and
+//!   receive path held while a `send_pdu` call was in progress or its
+//!   caller had not slept since (see [`IserConn::login_window_open`];
+//!   `login_caller`, a plain spinlock, process context only), acts on a HelloReply's verdict, and
 //!   reports a connection iscsid did not stop after its successful logout
 //!   ([`IserConn::logout_deadline`]); cancelled at stop and disconnect,
 //!   and for good when the connection drops it (its first field): a late
@@ -58,7 +60,9 @@ use core::pin::Pin;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use kernel::error::code::{EBUSY, EIO, ENODEV, ERESTARTSYS};
 use kernel::prelude::*;
-use kernel::sync::{new_condvar, new_mutex, CondVar, CondVarTimeoutResult, Mutex};
+use kernel::sync::{
+    new_condvar, new_mutex, new_spinlock, CondVar, CondVarTimeoutResult, Mutex, SpinLock,
+};
 use kernel::time::msecs_to_jiffies;
 
 /// Words of the orphaned-receive bitmap: one bit per ring entry.
@@ -86,11 +90,11 @@ struct RxGate {
 /// [`IserConn::login_window_open`]). What follows the transport's return
 /// in that call (scsi_transport_iscsi unlocks a mutex and unicasts a reply
 /// of a few dozen bytes) takes microseconds, and the caller then sleeps
-/// waiting for the response: one look at 2 ms (a jiffy at HZ=250) usually
-/// finds it asleep. A caller whose CPU was taken away in between (a vCPU
-/// the host does not run, a preempted task) is looked at again every
-/// `LOGIN_CALLER_LOOK_MS`.
-const LOGIN_RSP_MARGIN_MS: u32 = 2;
+/// waiting for the response: the first look, a jiffy later (4 ms at
+/// HZ=250), usually finds it asleep. A caller whose CPU was taken away in
+/// between (a vCPU the host does not run, a preempted task) is looked at
+/// again every `LOGIN_CALLER_LOOK_MS` (rounded up to a jiffy).
+const LOGIN_CALLER_FIRST_LOOK_MS: u32 = 2;
 /// How often `login_rsp_work` looks again at a caller that has not slept.
 const LOGIN_CALLER_LOOK_MS: u32 = 1;
 /// How long after a `send_pdu` call returned its response is held at most
@@ -129,10 +133,14 @@ pub(crate) struct IserConn {
     /// Response arriving now is held (see `login_window_open`).
     login_window: AtomicBool,
     /// The task of the last `send_pdu` call, until `login_rsp_work` saw it
-    /// asleep (process context only: `send_pdu_returning`, the work, and
-    /// `drop_held_login_rsp`).
+    /// asleep. A spinlock: `send_pdu_returning` takes it inside an RCU
+    /// read-side section, and a sleep there would also make the caller
+    /// look asleep before its reply is queued. Process context only
+    /// (`send_pdu_returning`, the work, `drop_held_login_rsp`), never
+    /// nested with another lock; a task reference is dropped after the
+    /// unlock.
     #[pin]
-    login_caller: Mutex<LoginCaller>,
+    login_caller: SpinLock<LoginCaller>,
     /// The held response: 0 none; else `HELD_RSP`, `HELD_IN_LOGIN_BUF` if
     /// it is in the login buffer, `HELD_LOGIN_PHASE` if it was parsed as a
     /// login-phase PDU, the ring index at bit 32 and the byte length in the
@@ -223,7 +231,7 @@ impl IserConn {
             pin_init!(IserConn {
                 login_rsp_work <- DelayedWork::new(),
                 login_window: AtomicBool::new(false),
-                login_caller <- new_mutex!(LoginCaller { task: None, due_ms: 0 }),
+                login_caller <- new_spinlock!(LoginCaller { task: None, due_ms: 0 }),
                 login_rsp_held: AtomicU64::new(0),
                 state: AtomicU8::new(State::Connecting as u8),
                 error: AtomicI32::new(0),
@@ -750,7 +758,7 @@ impl IserConn {
 
     /// The `send_pdu` call of `caller` returns: the window closes when
     /// `login_rsp_work` finds `caller` asleep, looking first
-    /// `LOGIN_RSP_MARGIN_MS` from now, and delivers what it holds.
+    /// `LOGIN_CALLER_FIRST_LOOK_MS` from now, and delivers what it holds.
     pub(crate) fn login_window_closing(&self, caller: SendPduCaller) {
         let due_ms = crate::sys::params::now_ms() + LOGIN_CALLER_WAIT_MAX_MS;
         let old = core::mem::replace(
@@ -762,7 +770,7 @@ impl IserConn {
         );
         // The previous caller's reference drops outside the lock.
         drop(old);
-        self.login_rsp_work.schedule(LOGIN_RSP_MARGIN_MS);
+        self.login_rsp_work.schedule(LOGIN_CALLER_FIRST_LOOK_MS);
     }
 
     /// Whether the last `send_pdu` call's caller has slept since the call

@@ -57,7 +57,7 @@ counters! {
     tmf_invalidations: "STags invalidated locally before a successful TMF Response was delivered.",
     tmf_send_waits: "Successful TMF Responses that arrived before their request's Send completed and were held for it (and for no invalidation).",
     login_rsps_held: "Login/Text Responses that arrived before the send_pdu call of their request returned (or before its caller slept after it), held and delivered after that (see IserConn::login_window_open).",
-    login_caller_looks: "Times a held Login/Text Response waited again because the send_pdu caller had not slept since its call returned (its netlink reply not yet queued).",
+    login_caller_looks: "Looks at a send_pdu caller that had not slept since its call returned (its netlink reply maybe not yet queued), so a Login/Text Response arriving was held longer.",
     released_valid_stags: "STags (MRs) still valid on a live QP when libiscsi released their command: a broken guarantee, 0 on every path the tests drive.",
     rx_returned: "Receive buffers of held responses whose command libiscsi released first (task cleanup): back to the ring undelivered (to teardown once the connection failed).",
     rx_orphaned: "Of those, buffers whose repost failed: reposted by the next receive completion.",

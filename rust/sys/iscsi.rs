@@ -971,7 +971,8 @@ unsafe extern "C" fn send_pdu_tr<T: TransportOps>(
     // kernel; iscsiadm then starts the discovery over). Taking and
     // releasing the back_lock here waits for a delivery in progress.
     // SAFETY: live connection (caller), bound to its session since
-    // conn_create; the lock is released at once, by this thread.
+    // conn_create; the netlink caller holds only mutexes (no spinlock, not
+    // the back_lock); the lock is released at once, by this thread.
     unsafe {
         b::iser_rs_back_lock(conn);
         b::iser_rs_back_unlock(conn);
@@ -998,7 +999,8 @@ unsafe extern "C" fn send_pdu_tr<T: TransportOps>(
 /// reference. scsi_transport_iscsi queues the call's netlink reply after
 /// the transport returns, without sleeping in between; so once that task
 /// has slept, the reply is queued on its socket ahead of anything
-/// multicast from then on.
+/// multicast from then on. (On PREEMPT_RT a wait for a sleeping spinlock
+/// also counts as a voluntary switch: there this can answer early.)
 ///
 /// # Invariants
 ///

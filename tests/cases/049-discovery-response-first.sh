@@ -8,7 +8,7 @@
 # ib_iser in the benchmark. The fault injection `inject_send_pdu_delay_ms`
 # makes every response win that race: the send_pdu call sleeps 300 ms
 # after its request went out. iser_rs holds such a response and delivers
-# it after the call returned (plus 2 ms, the reply's margin), so discovery
+# it after the call returned and its caller slept, so discovery
 # and login work: each discovery ends within seconds, finds the target, the
 # session's `login_rsps_held` counts the held Login Responses, and fio
 # verify passes. Logout leaves nothing live.
