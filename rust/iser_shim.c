@@ -847,14 +847,15 @@ struct delayed_work *iser_rs_to_delayed_work(struct work_struct *work)
 }
 
 /**
- * iser_rs_delayed_work_queue() - queue_delayed_work() on the system workqueue
+ * iser_rs_delayed_work_queue() - queue_delayed_work() on system_percpu_wq
+ *	(system_wq's new name; 7.x warns of a work item queued on system_wq)
  * @dw: an initialised work item
  * @delay_ms: at least this long from now (rounded up to a jiffy); a work
  *	item already pending keeps its time
  */
 void iser_rs_delayed_work_queue(struct delayed_work *dw, unsigned int delay_ms)
 {
-	queue_delayed_work(system_wq, dw, delay_ms ? msecs_to_jiffies(delay_ms) : 0);
+	queue_delayed_work(system_percpu_wq, dw, delay_ms ? msecs_to_jiffies(delay_ms) : 0);
 }
 
 /**

@@ -227,7 +227,7 @@ fio_verify() {
 }
 
 # --- kernel reports ----------------------------------------------------------
-REPORT_RE='STag guarantee broken|BUG:|WARNING:|Oops|KASAN|UBSAN|possible circular locking|possible recursive locking|inconsistent lock state|sleeping function called from invalid context|kmemleak:.*new suspected|general protection fault|Kernel panic|list_add corruption|list_del corruption|refcount_t:|INFO: task .* blocked'
+REPORT_RE='STag guarantee broken|BUG:|WARNING:|Oops|KASAN|UBSAN|possible circular locking|possible recursive locking|inconsistent lock state|sleeping function called from invalid context|kmemleak:.*new suspected|general protection fault|Kernel panic|list_add corruption|list_del corruption|refcount_t:|INFO: task .* blocked|iser_rs.* enqueued on deprecated workqueue'
 
 # report_lines: the report lines (REPORT_RE) of the kernel log text on
 # stdin, each followed by " <<< " and the line before it: a WARN prints its

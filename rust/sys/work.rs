@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 //! [`DelayedWork`]: a delayed work item embedded in a pinned owner, run
-//! on the system workqueue (process context) through the owner's
+//! on system_percpu_wq (process context) through the owner's
 //! [`DelayedWorkHandler`]. The 6.12 kernel crate's work items are
 //! enqueued by handing over an `Arc` or a box; this one stays in its owner
 //! and is cancelled when it drops.
