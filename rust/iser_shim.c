@@ -848,7 +848,8 @@ struct delayed_work *iser_rs_to_delayed_work(struct work_struct *work)
 
 /**
  * iser_rs_delayed_work_queue() - queue_delayed_work() on system_percpu_wq
- *	(system_wq's new name; 7.x warns of a work item queued on system_wq)
+ *	(the per-CPU system workqueue that replaces system_wq; 7.x warns of a
+ *	work item queued on system_wq)
  * @dw: an initialised work item
  * @delay_ms: at least this long from now (rounded up to a jiffy); a work
  *	item already pending keeps its time

@@ -15,10 +15,11 @@
 //!   connection, so they never run concurrently with each other.
 //! - iscsid/libiscsi callbacks: process context.
 //! - `login_rsp_work` (a delayed work item in the connection): process
-//!   context, runs with BH off; delivers a Login/Text Response the
-//!   receive path held while a `send_pdu` call was in progress or its
-//!   caller had not slept since (see [`IserConn::login_window_open`];
-//!   `login_caller`, a plain spinlock, process context only), acts on a HelloReply's verdict, and
+//!   context; delivers, with BH off, a Login/Text Response the receive
+//!   path held while a `send_pdu` call was in progress or its caller had
+//!   not slept since (see [`IserConn::login_window_open`]; `login_caller`,
+//!   a plain spinlock, process context only), acts on a HelloReply's
+//!   verdict, and
 //!   reports a connection iscsid did not stop after its successful logout
 //!   ([`IserConn::logout_deadline`]); cancelled at stop and disconnect,
 //!   and for good when the connection drops it (its first field): a late
@@ -90,8 +91,8 @@ struct RxGate {
 /// [`IserConn::login_window_open`]). What follows the transport's return
 /// in that call (scsi_transport_iscsi unlocks a mutex and unicasts a reply
 /// of a few dozen bytes) takes microseconds, and the caller then sleeps
-/// waiting for the response: the first look, a jiffy later (4 ms at
-/// HZ=250), usually finds it asleep. A caller whose CPU was taken away in
+/// waiting for the response: the first look, at the next tick (2 ms
+/// rounded up to a jiffy), usually finds it asleep. A caller whose CPU was taken away in
 /// between (a vCPU the host does not run, a preempted task) is looked at
 /// again every `LOGIN_CALLER_LOOK_MS` (rounded up to a jiffy).
 const LOGIN_CALLER_FIRST_LOOK_MS: u32 = 2;
@@ -136,9 +137,9 @@ pub(crate) struct IserConn {
     /// asleep. A spinlock: `send_pdu_returning` takes it inside an RCU
     /// read-side section, and a sleep there would also make the caller
     /// look asleep before its reply is queued. Process context only
-    /// (`send_pdu_returning`, the work, `drop_held_login_rsp`), never
-    /// nested with another lock; a task reference is dropped after the
-    /// unlock.
+    /// (`send_pdu_returning`, the work, `drop_held_login_rsp`); innermost:
+    /// nothing is taken while it is held (it is taken under the netlink
+    /// handler's mutexes); a task reference is dropped after the unlock.
     #[pin]
     login_caller: SpinLock<LoginCaller>,
     /// The held response: 0 none; else `HELD_RSP`, `HELD_IN_LOGIN_BUF` if

@@ -18,6 +18,11 @@
 //!   endpoint goes first), so task callbacks find their connection and never
 //!   a freed one. Accessed atomically.
 //! - `iscsi_task.dd_data` is a zero-filled `T::TaskData`.
+//!
+//! `send_pdu` brackets libiscsi's: it waits for a Login/Text Response
+//! delivery in progress (the session's back_lock) and hands the driver the
+//! calling task ([`SendPduCaller`], a `task_struct` reference) as it
+//! returns.
 
 use super::bindings as b;
 use super::errno::{ENOSYS, ENOTCONN};
