@@ -688,6 +688,13 @@ session_stat() {
     iscsiadm -m session -s 2>/dev/null | awk -v k="$1:" '$1 == k { s += $2 } END { print s + 0 }'
 }
 
+# ring_held: rx_posted - rx_completed of the sessions, from one
+# `iscsiadm -m session -s` (two calls let a NOP-In between them skew it).
+ring_held() {
+    iscsiadm -m session -s 2>/dev/null |
+        awk '$1 == "rx_posted:" { p += $2 } $1 == "rx_completed:" { c += $2 } END { print p - c }'
+}
+
 # session_param NAME: the negotiated value of iSCSI key NAME in the first
 # session (iscsiadm -m session -P3).
 session_param() {

@@ -39,7 +39,12 @@ for round in $rounds; do
     peer_fio_verify "$disk" --rw=randwrite --bs=16k --iodepth=16 --size=4M ||
         { cat /tmp/peer-fio.log; die "fio verify after $stay T=0 answers"; }
     sleep 7 # idle, past one NOP-Out interval
-    held=$(( $(session_stat rx_posted) - $(session_stat rx_completed) ))
+    # A NOP-In may be on its way while the counters are read: a ring short
+    # for good stays short, so read again (up to 5 s).
+    held=$(ring_held) tries=0
+    while [ "$ini" = iser_rs ] && [ "$held" != "$RX_RING" ] && [ $tries -lt 5 ]; do
+        sleep 1; tries=$((tries + 1)); held=$(ring_held)
+    done
     stays=$(peer_stat login_stays) conns=$(peer_stat connections)
     looks=
     [ "$ini" != iser_rs ] || looks=", send_pdu callers looked at again $(session_stat login_caller_looks)"
