@@ -2,8 +2,9 @@
 # STags of released commands (issue: abort, reset): the peer stalls one
 # command (a READ, whose Read STag the target may RDMA-Write, or a 64 KiB
 # WRITE, whose Write STag the target may RDMA-Read), the initiator releases
-# it through a TMF that the peer answers with Function Complete, and 4 s
-# later the peer uses that STag the way it was granted. Four ways to the
+# it through a TMF that the peer answers with Function Complete, and once
+# iser_rs's counters are read (SIGUSR2) the peer uses that STag the way it
+# was granted. Four ways to the
 # TMF: ABORT TASK after a 5 s SCSI timeout (READ and WRITE), LOGICAL UNIT
 # RESET and TARGET WARM RESET (sg_reset -d / -t) with the command stalled.
 # Every access must end in a remote access error (iser_rs invalidates the
@@ -30,11 +31,13 @@ probes() { echo $(( $(peer_stat probes_access_error) + $(peer_stat probes_succee
 fails=()
 for v in abort:read abort:write lun-reset:read target-reset:write abort:write-imm; do
     how=${v%%:*} dir=${v#*:}
-    # 4 s between the TMF Response and the probe: time to read iser_rs's
-    # counters (iscsiadm takes over a second on the KASAN kernel) before
-    # the failed probe breaks the connection (and a new connection starts
-    # them from zero).
-    start_peer --mode stall --at 1000000000 --on "${dir%-imm}" --abort-probe --probe-delay-ms 4000
+    # The probe waits for SIGUSR2 (a delay of 10 minutes that the signal
+    # cuts short), sent once iser_rs's counters are read: the failed probe
+    # breaks the connection, and a new connection starts them from zero.
+    # A fixed 4 s delay raced that read on the KASAN kernel (CI of
+    # 2026-11-28 read +0 in three variants: the first iscsiadm came back
+    # after the probe).
+    start_peer --mode stall --at 1000000000 --on "${dir%-imm}" --abort-probe --probe-delay-ms 600000
     disk=$(peer_login iser | head -1); [ -n "$disk" ] || die "$v: login"
     dev=${disk#/dev/}
     sg=/dev/$(ls /sys/block/$dev/device/scsi_generic/)
@@ -61,19 +64,24 @@ for v in abort:read abort:write lun-reset:read target-reset:write abort:write-im
     for ((i = 0; i < 600; i++)); do [ "$(peer_stat tmfs)" -ge 1 ] && break; sleep 0.1; done
     # The peer counts the TMF before it answers; iser_rs invalidates when
     # the answer arrives, which on the KASAN kernel can be after a first
-    # read of the counter (a make check run of 2026-11-26 read +0 there,
-    # with the probe refused). Read until it grows, while the probe has
-    # not broken the connection (a new one starts the counters from zero).
+    # read of the counter (a make check run of 2026-11-26 read +0 there).
+    # Read until it grows (at most 30 s); the probe waits meanwhile.
     tmf=? sw=?
     if [ "$ini" = iser_rs ]; then
-        for ((i = 0; i < 30; i++)); do
+        t_end=$((SECONDS + 30))
+        while :; do
             tmf=$(( $(session_stat tmf_invalidations) - tmf0 ))
-            [ "$tmf" -ge 1 ] || [ "$dir" = write-imm ] || [ "$(probes)" -ge 1 ] && break
+            [ "$tmf" -ge 1 ] || [ "$dir" = write-imm ] || [ $SECONDS -ge $t_end ] && break
             sleep 0.1
         done
         sw=$(( $(session_stat tmf_send_waits) - sw0 ))
     fi
     if [ "$dir" != write-imm ]; then
+        # Then the probe: 1 s after the counter grew (its LOCAL_INV
+        # completes in microseconds; the response is held until it has),
+        # 4 s after the TMF for ib_iser, which has no counter to read.
+        if [ "$ini" = iser_rs ]; then sleep 1; else sleep 4; fi
+        kill -USR2 "$PEER_PID"
         for ((i = 0; i < 600; i++)); do [ "$(probes)" -ge 1 ] && break; sleep 0.1; done
     fi
     wait "$wl"; rc=$?

@@ -56,12 +56,12 @@ for variant in send-inv no-send-inv; do
     # rx_returned, which stayed 0 in every race so far: the held SCSI
     # Response was always delivered before the TMF Response released its
     # command.)
-    held=$(( $(session_stat rx_posted) - $(session_stat rx_completed) ))
+    held=$(ring_held)
     waited=0
     while [ "$held" != "$RX_RING" ] && [ $waited -lt 30 ]; do
         [ $waited = 0 ] && log "$variant: ring holds $held as fio returned (stalls $(peer_stat mode_events), aborts $(peer_stat aborts)); reading again each second"
         sleep 1; waited=$((waited + 1))
-        held=$(( $(session_stat rx_posted) - $(session_stat rx_completed) ))
+        held=$(ring_held)
     done
     rvs=$(session_stat released_valid_stags)
     ret=$(session_stat rx_returned)

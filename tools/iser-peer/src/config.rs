@@ -213,7 +213,8 @@ pub const USAGE: &str = "usage: iser-peer [options] ADDRESS [PORT]
   --stats FILE           counters (key=value), rewritten while running and at exit
 signals: SIGUSR1 arms the mode at once (with --steal-stags: uses the STag);
   SIGUSR2 RDMA-Writes 512 bytes through the Read STag of every stalled READ
-  from its own connection (counted as probes_*: is that STag still valid?);
+  from its own connection (counted as probes_*: is that STag still valid?),
+  and makes every probe waiting for --probe-delay-ms due at once;
   SIGTERM ends the peer (final counters)";
 
 fn num<T: std::str::FromStr>(v: Option<String>, what: &str) -> Result<T, String> {

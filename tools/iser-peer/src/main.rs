@@ -16,7 +16,7 @@ static STOP: AtomicBool = AtomicBool::new(false);
 /// workload, not on the login's partition scan).
 static ARM: AtomicBool = AtomicBool::new(false);
 /// SIGUSR2: RDMA-Write through the Read STag of every stalled READ (is
-/// that STag still valid?).
+/// that STag still valid?), and run every probe waiting for its delay now.
 static PROBE_STALLED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {

@@ -289,9 +289,24 @@ impl Peer {
     /// stalled READ, on its own connection (counted as probes_*): shows
     /// whether something else (another target's Send with Invalidate)
     /// invalidated that STag while the command is still open.
+    /// Probes waiting for their `--probe-delay-ms` (after a TMF with
+    /// `--abort-probe`, or after a status) are made due now and counted in
+    /// `n`: a test reads the initiator's counters first, then signals, so
+    /// the probe that breaks the connection cannot race that read.
     pub fn probe_stalled(&mut self) {
         let mut n = 0;
+        let now = Instant::now();
         for c in self.conns.values_mut() {
+            for (due, Timer::Probe { .. }) in c.timers.iter_mut() {
+                if *due > now {
+                    *due = now;
+                    log(&format!(
+                        "{}: SIGUSR2: a waiting probe made due now",
+                        c.name
+                    ));
+                    n += 1;
+                }
+            }
             let stalled: Vec<StagVa> = c
                 .tasks
                 .values()
@@ -308,7 +323,7 @@ impl Peer {
             }
         }
         if n == 0 {
-            log("SIGUSR2: no stalled READ to probe");
+            log("SIGUSR2: no stalled READ and no waiting probe");
         }
     }
 
