@@ -17,7 +17,7 @@ static STOP: AtomicBool = AtomicBool::new(false);
 static ARM: AtomicBool = AtomicBool::new(false);
 /// SIGUSR2: RDMA-Write through the Read STag of every stalled READ (is
 /// that STag still valid?), and run every probe waiting for its delay now.
-static PROBE_STALLED: AtomicBool = AtomicBool::new(false);
+static PROBE_NOW: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
@@ -28,7 +28,7 @@ extern "C" fn on_usr1(_: libc::c_int) {
 }
 
 extern "C" fn on_usr2(_: libc::c_int) {
-    PROBE_STALLED.store(true, Ordering::SeqCst);
+    PROBE_NOW.store(true, Ordering::SeqCst);
 }
 
 fn write_stats(peer: &target::Peer) {
@@ -96,8 +96,8 @@ fn run(cfg: config::Config) -> std::io::Result<()> {
         if ARM.swap(false, Ordering::SeqCst) {
             peer.arm();
         }
-        if PROBE_STALLED.swap(false, Ordering::SeqCst) {
-            peer.probe_stalled();
+        if PROBE_NOW.swap(false, Ordering::SeqCst) {
+            peer.probe_now();
         }
         peer.poll_all();
         if peer.dirty && last_write.elapsed() > Duration::from_millis(200) {

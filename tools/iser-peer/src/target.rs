@@ -289,11 +289,12 @@ impl Peer {
     /// stalled READ, on its own connection (counted as probes_*): shows
     /// whether something else (another target's Send with Invalidate)
     /// invalidated that STag while the command is still open.
+    ///
     /// Probes waiting for their `--probe-delay-ms` (after a TMF with
     /// `--abort-probe`, or after a status) are made due now and counted in
     /// `n`: a test reads the initiator's counters first, then signals, so
     /// the probe that breaks the connection cannot race that read.
-    pub fn probe_stalled(&mut self) {
+    pub fn probe_now(&mut self) {
         let mut n = 0;
         let now = Instant::now();
         for c in self.conns.values_mut() {
