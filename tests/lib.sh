@@ -695,6 +695,21 @@ ring_held() {
         awk '$1 == "rx_posted:" { p += $2 } $1 == "rx_completed:" { c += $2 } END { print p - c }'
 }
 
+# ring_settle SECS: reads ring_held once a second until the ring holds
+# RX_RING or SECS seconds passed (a response held for its invalidation or
+# Send completion keeps its buffer for a moment); sets RING_HELD (the last
+# reading) and RING_WAITED (seconds waited). RING_FIRST, if set, is
+# logged before the first wait.
+ring_settle() {
+    RING_HELD=$(ring_held) RING_WAITED=0
+    while [ "$RING_HELD" != "$RX_RING" ] && [ "$RING_WAITED" -lt "$1" ]; do
+        [ "$RING_WAITED" = 0 ] && [ -n "${RING_FIRST:-}" ] && log "$RING_FIRST: ring holds $RING_HELD; reading again each second"
+        sleep 1
+        RING_WAITED=$((RING_WAITED + 1))
+        RING_HELD=$(ring_held)
+    done
+}
+
 # session_param NAME: the negotiated value of iSCSI key NAME in the first
 # session (iscsiadm -m session -P3).
 session_param() {

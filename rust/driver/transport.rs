@@ -123,10 +123,6 @@ impl TransportOps for IserTransport {
         ep.login_window_closing(caller);
     }
 
-    fn init_task(ep: &IserConn, task: Task<'_, IserTask>) -> Result {
-        xmit::init(ep, task)
-    }
-
     fn xmit_task(ep: &IserConn, task: Task<'_, IserTask>) -> Result {
         xmit::xmit(ep, task)
     }

@@ -102,11 +102,6 @@ fn write_hdrs(slots: &DmaSlots, t: &mut SlotToken<'_>, hdrs: &[u8; HDRS], lkey: 
     })
 }
 
-/// `init_task`: nothing to prepare beyond what `alloc_pdu` did.
-pub(crate) fn init(_conn: &IserConn, _task: Task<'_, IserTask>) -> Result {
-    Ok(())
-}
-
 /// `xmit_task`: called by libiscsi with the session's frwd_lock held (BH
 /// off) from `queuecommand`, or from its management PDU path.
 ///
@@ -376,38 +371,30 @@ fn post_command(
         .map_err(|_| EINVAL)?;
     stags.advertise().map_err(|_| EINVAL)?;
     let td = task.data().ok_or(EINVAL)?;
-    // The iSER header and BHS, built once in place.
-    let mut hdrs = [0u8; HDRS];
-    let (iser, bhs) = hdrs.split_at_mut(proto::iser_hdr::ISER_HDR_LEN);
-    if let Ok(iser) = <&mut [u8; proto::iser_hdr::ISER_HDR_LEN]>::try_from(iser) {
-        proto::iser_hdr::IserHeader { read, write }.encode(iser);
-    }
-    // A whole-array copy (the BHS libiscsi built), then zeros past the
-    // header length libiscsi gave, as on the wire before.
-    if let Ok(bhs) = <&mut [u8; BHS_LEN]>::try_from(bhs) {
-        *bhs = td.bhs;
-        if hdr_len < BHS_LEN {
-            if let Some(past) = bhs.get_mut(hdr_len..) {
-                past.fill(0);
-            }
-        }
-    }
+    let mut iser = [0u8; proto::iser_hdr::ISER_HDR_LEN];
+    proto::iser_hdr::IserHeader { read, write }.encode(&mut iser);
+    // A command PDU without immediate data goes inline (the provider
+    // copies the header into the work request); one with immediate data
+    // from its header slot, written here, before the task's state
+    // changes below, which a failure here would have to undo.
+    let inline = imm == 0 && res.inline_hdrs;
     let mut sges = [Sge {
         addr: 0,
         length: 0,
         lkey: 0,
     }; 2];
-    let payload = if imm == 0 && res.inline_hdrs {
-        // Header only: copied into the work request by the provider.
-        SendPayload::Inline(&hdrs)
-    } else {
+    if !inline {
         let Some(slot) = slot.as_mut() else {
             return Err(EINVAL);
         };
-        sges[0] = write_hdrs(&res.tx.slots, slot, &hdrs, res.lkey);
-        if imm == 0 {
-            SendPayload::Sges(&sges[..1])
-        } else {
+        sges[0] = fill_hdr(
+            &res.tx.slots,
+            slot,
+            &iser,
+            td.bhs.get(..hdr_len).unwrap_or(&[]),
+            res.lkey,
+        );
+        if imm > 0 {
             let Some((base, lkey)) = td.local_data else {
                 return Err(EINVAL);
             };
@@ -416,13 +403,11 @@ fn post_command(
                 length: imm,
                 lkey,
             };
-            SendPayload::Sges(&sges)
         }
-    };
+    }
     let reg_req = reg.and_then(|(i, access)| res.mrs.mr(i).map(|mr| RegReq { mr, access }));
     let regs = reg_req.as_slice();
     let invs = inv.as_slice();
-    let td = task.data().ok_or(EINVAL)?;
     // Everything the response path reads is in place before the post: the
     // response may be handled on another CPU before `post` returns.
     td.stags = Some(stags);
@@ -434,6 +419,19 @@ fn post_command(
     td.send_pending = imm > 0 || data_outs;
     let owner = (imm > 0 && !data_outs).then(|| (cmd_itt(&td.bhs), td.cookie));
     let local = td.local_data;
+    // Inline, the iSER header and the BHS go as two pieces, the BHS straight
+    // from the task, where libiscsi built it: nothing is assembled. (A
+    // header shorter than the BHS, which libiscsi never builds for a
+    // command, is sent zero-padded, as from a header slot.)
+    let padded;
+    let payload = if !inline {
+        SendPayload::Sges(if imm == 0 { &sges[..1] } else { &sges })
+    } else if hdr_len == BHS_LEN {
+        SendPayload::Inline(&iser, &td.bhs)
+    } else {
+        padded = hdr_bytes(&iser, td.bhs.get(..hdr_len).unwrap_or(&[]));
+        SendPayload::Inline(&padded, &[])
+    };
     let posted = match slot {
         Some(slot) => res.tx.post(
             res.qp,

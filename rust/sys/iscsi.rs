@@ -103,8 +103,6 @@ pub(crate) trait TransportOps: 'static {
     /// the call, which has queued that reply once it slept (see
     /// [`SendPduCaller::has_slept`]). Process context; must not sleep.
     fn send_pdu_returning(ep: &Self::Ep, caller: SendPduCaller);
-    /// Prepares a task for (re)transmission (`init_task`).
-    fn init_task(ep: &Self::Ep, task: Task<'_, Self::TaskData>) -> Result;
     /// Transmits a task (`xmit_task`).
     fn xmit_task(ep: &Self::Ep, task: Task<'_, Self::TaskData>) -> Result;
     /// Releases a task's transport resources (`cleanup_task`). Process or
@@ -1083,7 +1081,7 @@ fn set_custom_stat(stats: &mut b::iscsi_stats, i: usize, name: &str, value: u64)
     }
 }
 
-/// Runs a task operation (`init_task`, `xmit_task`) for libiscsi: finds
+/// Runs a task operation (`xmit_task`) for libiscsi: finds
 /// the endpoint of the task's connection and maps the result to an errno.
 ///
 /// # Safety
@@ -1114,16 +1112,9 @@ unsafe fn task_op<T: TransportOps>(
 /// Only called by scsi_transport_iscsi/libiscsi through the transport
 /// table, with object pointers that are live for the call and belong to
 /// this transport (the `iscsi_transport` callback contract).
-unsafe extern "C" fn init_task_tr<T: TransportOps>(task: *mut b::iscsi_task) -> i32 {
+unsafe extern "C" fn xmit_task_tr<T: TransportOps>(task: *mut b::iscsi_task) -> i32 {
     // SAFETY: libiscsi passes a live task of a bound connection of this
     // transport (the function's contract is `task_op`'s).
-    unsafe { task_op::<T>(task, T::init_task) }
-}
-
-/// # Safety
-/// As `init_task_tr`.
-unsafe extern "C" fn xmit_task_tr<T: TransportOps>(task: *mut b::iscsi_task) -> i32 {
-    // SAFETY: as in `init_task_tr`.
     unsafe { task_op::<T>(task, T::xmit_task) }
 }
 
@@ -1287,7 +1278,9 @@ impl Registration {
         table.set_host_param = Some(b::iscsi_host_set_param);
         table.send_pdu = Some(send_pdu_tr::<T>);
         table.get_stats = Some(get_stats_tr::<T>);
-        table.init_task = Some(init_task_tr::<T>);
+        // No `init_task`: libiscsi calls it only if set (6.12 and 7.3,
+        // `iscsi_prep_scsi_cmd_pdu` and `iscsi_prep_mgmt_task`), and
+        // `alloc_pdu` prepares everything a task needs.
         table.xmit_task = Some(xmit_task_tr::<T>);
         table.cleanup_task = Some(cleanup_task_tr::<T>);
         table.alloc_pdu = Some(alloc_pdu_tr::<T>);

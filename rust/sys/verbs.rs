@@ -768,10 +768,12 @@ pub(crate) enum SendPayload<'a> {
     /// Gathered by the device from registered memory.
     Sges(&'a [Sge]),
     /// Copied into the work request by the provider during the post
-    /// (`IB_SEND_INLINE`): no memory registration, no DMA read of a
-    /// header buffer, and the bytes may live on the stack. The QP must
-    /// have been created with `max_inline_data` of at least their length.
-    Inline(&'a [u8]),
+    /// (`IB_SEND_INLINE`), the two pieces one after the other (one SGE
+    /// each; the second may be empty): no memory registration, no DMA
+    /// read of a header buffer, and the bytes may live anywhere the CPU
+    /// reads. The QP must have been created with `max_inline_data` of at
+    /// least their total length.
+    Inline(&'a [u8], &'a [u8]),
 }
 
 /// A registration to post ahead of a Send.
@@ -853,15 +855,22 @@ impl QpRef {
                 }
                 send.num_sge = sges.len() as i32;
             }
-            SendPayload::Inline(bytes) => {
+            SendPayload::Inline(first, second) => {
                 // An inline SGE holds a CPU address: the provider copies
                 // from it during the post (ib_verbs.h, IB_SEND_INLINE).
-                sg[0] = b::ib_sge {
-                    addr: bytes.as_ptr() as u64,
-                    length: u32::try_from(bytes.len()).map_err(|_| PostFailed::from(EINVAL))?,
-                    lkey: 0,
+                let inline_sge = |bytes: &[u8]| -> core::result::Result<b::ib_sge, PostFailed> {
+                    Ok(b::ib_sge {
+                        addr: bytes.as_ptr() as u64,
+                        length: u32::try_from(bytes.len()).map_err(|_| PostFailed::from(EINVAL))?,
+                        lkey: 0,
+                    })
                 };
+                sg[0] = inline_sge(first)?;
                 send.num_sge = 1;
+                if !second.is_empty() {
+                    sg[1] = inline_sge(second)?;
+                    send.num_sge = 2;
+                }
                 send.send_flags |= b::ib_send_flags_IB_SEND_INLINE as kernel::ffi::c_int;
             }
         }

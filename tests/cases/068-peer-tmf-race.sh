@@ -56,13 +56,8 @@ for variant in send-inv no-send-inv; do
     # rx_returned, which stayed 0 in every race so far: the held SCSI
     # Response was always delivered before the TMF Response released its
     # command.)
-    held=$(ring_held)
-    waited=0
-    while [ "$held" != "$RX_RING" ] && [ $waited -lt 30 ]; do
-        [ $waited = 0 ] && log "$variant: ring holds $held as fio returned (stalls $(peer_stat mode_events), aborts $(peer_stat aborts)); reading again each second"
-        sleep 1; waited=$((waited + 1))
-        held=$(ring_held)
-    done
+    RING_FIRST="$variant: as fio returned (stalls $(peer_stat mode_events), aborts $(peer_stat aborts))" ring_settle 30
+    held=$RING_HELD waited=$RING_WAITED
     rvs=$(session_stat released_valid_stags)
     ret=$(session_stat rx_returned)
     rec=$(( $(iser_connects) - c0 ))

@@ -41,10 +41,8 @@ for round in $rounds; do
     sleep 7 # idle, past one NOP-Out interval
     # A NOP-In may be on its way while the counters are read: a ring short
     # for good stays short, so read again (up to 5 s).
-    held=$(ring_held) tries=0
-    while [ "$ini" = iser_rs ] && [ "$held" != "$RX_RING" ] && [ $tries -lt 5 ]; do
-        sleep 1; tries=$((tries + 1)); held=$(ring_held)
-    done
+    held=$(ring_held)
+    if [ "$ini" = iser_rs ]; then ring_settle 5; held=$RING_HELD; fi
     stays=$(peer_stat login_stays) conns=$(peer_stat connections)
     looks=
     [ "$ini" != iser_rs ] || looks=", send_pdu callers looked at again $(session_stat login_caller_looks)"
