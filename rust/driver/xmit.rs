@@ -102,6 +102,32 @@ fn write_hdrs(slots: &DmaSlots, t: &mut SlotToken<'_>, hdrs: &[u8; HDRS], lkey: 
     })
 }
 
+/// Writes a command PDU's iSER header and BHS into a claimed header slot,
+/// zeros past the header length libiscsi gave (`hdr_len`): fixed-size
+/// copies, no assembly on the stack.
+fn write_cmd_hdrs(
+    slots: &DmaSlots,
+    t: &mut SlotToken<'_>,
+    iser: &[u8; proto::iser_hdr::ISER_HDR_LEN],
+    bhs: &[u8; BHS_LEN],
+    hdr_len: usize,
+    lkey: u32,
+) -> Sge {
+    slots.write(t, HDRS, lkey, |buf| {
+        let Some((h, rest)) = buf.split_first_chunk_mut::<{ proto::iser_hdr::ISER_HDR_LEN }>()
+        else {
+            return;
+        };
+        *h = *iser;
+        if let Some((b, _)) = rest.split_first_chunk_mut::<BHS_LEN>() {
+            *b = *bhs;
+            if let Some(past) = b.get_mut(hdr_len..) {
+                past.fill(0);
+            }
+        }
+    })
+}
+
 /// `xmit_task`: called by libiscsi with the session's frwd_lock held (BH
 /// off) from `queuecommand`, or from its management PDU path.
 ///
@@ -387,13 +413,7 @@ fn post_command(
         let Some(slot) = slot.as_mut() else {
             return Err(EINVAL);
         };
-        sges[0] = fill_hdr(
-            &res.tx.slots,
-            slot,
-            &iser,
-            td.bhs.get(..hdr_len).unwrap_or(&[]),
-            res.lkey,
-        );
+        sges[0] = write_cmd_hdrs(&res.tx.slots, slot, &iser, &td.bhs, hdr_len, res.lkey);
         if imm > 0 {
             let Some((base, lkey)) = td.local_data else {
                 return Err(EINVAL);
