@@ -2,7 +2,7 @@
 # Swap on an iSER disk under memory pressure, with link flaps (issue 14),
 # the pressure confined to a memory cgroup. The guest swaps to a LUN of
 # LIO through the initiator; a hog (tests/hog.py) in a cgroup whose
-# memory.high is MEMCG_MB (192) MiB takes HOG_MB (448) MiB in chunks of
+# memory.high is MEMCG_MB (192) MiB takes HOG_MB (288) MiB in chunks of
 # known bytes and re-reads them in passes, so its pages keep going out to
 # swap and back in; a fio write verify runs on a second LUN of the same
 # session; FLAPS (3) link flaps (veth0 down until the session fails, up
@@ -28,7 +28,10 @@
 . "$(dirname "$0")/../lib.sh"
 flaps=${FLAPS:-3}
 memcg_mb=${MEMCG_MB:-192}
-hog_mb=${HOG_MB:-448}
+# (With 448 MiB, 260 MiB in swap, the hog's one verify pass took 224 s
+# by hand and 508 s in a make check, and pushed the end of the 6.12 boot
+# past the check's budget; the pass time grows with what is in swap.)
+hog_mb=${HOG_MB:-288}
 cg=/sys/fs/cgroup
 grep -qw cgroup2 /proc/filesystems || skip "kernel without cgroup v2"
 mountpoint -q $cg || mount -t cgroup2 none $cg 2>/dev/null || skip "cannot mount cgroup v2"
