@@ -83,29 +83,10 @@ fn hdr_bytes(iser: &[u8; proto::iser_hdr::ISER_HDR_LEN], bhs: &[u8]) -> [u8; HDR
     out
 }
 
-/// Writes an iSER header and BHS into a claimed header slot.
-fn fill_hdr(
-    slots: &DmaSlots,
-    t: &mut crate::sys::verbs::SlotToken<'_>,
-    iser: &[u8; proto::iser_hdr::ISER_HDR_LEN],
-    bhs: &[u8],
-    lkey: u32,
-) -> Sge {
-    write_hdrs(slots, t, &hdr_bytes(iser, bhs), lkey)
-}
-
-/// Writes prepared headers (`hdr_bytes`) into a claimed header slot.
-fn write_hdrs(slots: &DmaSlots, t: &mut SlotToken<'_>, hdrs: &[u8; HDRS], lkey: u32) -> Sge {
-    slots.write(t, HDRS, lkey, |buf| {
-        let n = buf.len().min(HDRS);
-        buf[..n].copy_from_slice(&hdrs[..n]);
-    })
-}
-
-/// Writes a command PDU's iSER header and BHS into a claimed header slot,
-/// zeros past the header length libiscsi gave (`hdr_len`): fixed-size
-/// copies, no assembly on the stack.
-fn write_cmd_hdrs(
+/// Writes a PDU's iSER header and BHS into a claimed header slot, zeros
+/// past the header length libiscsi gave (`hdr_len`): fixed-size copies,
+/// no assembly on the stack.
+fn write_hdr_slot(
     slots: &DmaSlots,
     t: &mut SlotToken<'_>,
     iser: &[u8; proto::iser_hdr::ISER_HDR_LEN],
@@ -226,7 +207,7 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
         };
         let mut iser = [0u8; proto::iser_hdr::ISER_HDR_LEN];
         proto::iser_hdr::IserHeader::control().encode(&mut iser);
-        let h = fill_hdr(&res.tx.slots, &mut slot, &iser, &hdr, res.lkey);
+        let h = write_hdr_slot(&res.tx.slots, &mut slot, &iser, &hdr, BHS_LEN, res.lkey);
         let payload = Sge {
             addr: base + u64::from(off),
             length: len,
@@ -413,7 +394,7 @@ fn post_command(
         let Some(slot) = slot.as_mut() else {
             return Err(EINVAL);
         };
-        sges[0] = write_cmd_hdrs(&res.tx.slots, slot, &iser, &td.bhs, hdr_len, res.lkey);
+        sges[0] = write_hdr_slot(&res.tx.slots, slot, &iser, &td.bhs, hdr_len, res.lkey);
         if imm > 0 {
             let Some((base, lkey)) = td.local_data else {
                 return Err(EINVAL);
@@ -538,7 +519,7 @@ fn xmit_mgmt(conn: &IserConn, res: &Resources, mut task: Task<'_, IserTask>) -> 
         conn.tmf.record(&bhs[..24], slot.index());
     }
     if !is_login && data_len == 0 {
-        let h = fill_hdr(&res.tx.slots, &mut slot, &iser, &bhs[..hdr_len], res.lkey);
+        let h = write_hdr_slot(&res.tx.slots, &mut slot, &iser, &bhs, hdr_len, res.lkey);
         return Ok(res.tx.post(
             res.qp,
             &[],
