@@ -23,6 +23,8 @@
 #include <linux/sched.h>
 #include <linux/sched/task.h>
 #include <linux/workqueue.h>
+#include <linux/vmalloc.h>
+#include <linux/highmem.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 #include <scsi/scsi_cmnd.h>
@@ -515,6 +517,70 @@ void iser_rs_dma_sync_for_cpu(struct ib_device *dev, u64 addr, size_t len, int t
 void iser_rs_dma_sync_for_device(struct ib_device *dev, u64 addr, size_t len, int to_device)
 {
 	ib_dma_sync_single_for_device(dev, addr, len, iser_rs_dir(to_device));
+}
+
+/**
+ * iser_rs_dma_map_vmalloc_page() - ib_dma_map_page() of one vmalloc page
+ * @dev: the RDMA device
+ * @addr: a page-aligned address inside a vmalloc area
+ * @to_device: non-zero: DMA_TO_DEVICE, else DMA_FROM_DEVICE
+ *
+ * Return: the DMA address of the whole page; check it with
+ * iser_rs_dma_mapping_error().
+ */
+u64 iser_rs_dma_map_vmalloc_page(struct ib_device *dev, void *addr, int to_device)
+{
+	return ib_dma_map_page(dev, vmalloc_to_page(addr), 0, PAGE_SIZE,
+			       iser_rs_dir(to_device));
+}
+
+/**
+ * iser_rs_dma_unmap_page() - ib_dma_unmap_page() of a whole page
+ * @dev: the RDMA device
+ * @addr: DMA address from iser_rs_dma_map_vmalloc_page()
+ * @to_device: direction as mapped
+ */
+void iser_rs_dma_unmap_page(struct ib_device *dev, u64 addr, int to_device)
+{
+	ib_dma_unmap_page(dev, addr, PAGE_SIZE, iser_rs_dir(to_device));
+}
+
+/**
+ * iser_rs_vmap_range_for_cpu() - invalidate_kernel_vmap_range()
+ * @addr: start of a range of a vmalloc area the device wrote
+ * @len: bytes
+ *
+ * Drops stale lines of the vmalloc alias on caches that alias (a no-op on
+ * x86 and arm64), after the DMA sync for the CPU.
+ */
+void iser_rs_vmap_range_for_cpu(void *addr, size_t len)
+{
+	invalidate_kernel_vmap_range(addr, len);
+}
+
+/**
+ * iser_rs_vmap_range_for_device() - flush_kernel_vmap_range()
+ * @addr: start of a range of a vmalloc area the CPU wrote
+ * @len: bytes
+ *
+ * Writes the vmalloc alias's lines back on caches that alias (a no-op on
+ * x86 and arm64), before the DMA sync for the device.
+ */
+void iser_rs_vmap_range_for_device(void *addr, size_t len)
+{
+	flush_kernel_vmap_range(addr, len);
+}
+
+/**
+ * iser_rs_device_max_sge() - the device's SGE limit per work request
+ * @dev: the RDMA device
+ * @recv: non-zero: receive work requests, else send work requests
+ *
+ * Return: attrs.max_recv_sge or attrs.max_send_sge.
+ */
+u32 iser_rs_device_max_sge(struct ib_device *dev, int recv)
+{
+	return recv ? dev->attrs.max_recv_sge : dev->attrs.max_send_sge;
 }
 
 /**

@@ -55,7 +55,7 @@ use crate::sys::errno::{
 };
 use crate::sys::iscsi::{Conn, ConnSlot, IscsiErr, SendPduCaller, SockAddr};
 use crate::sys::rcu::{RcuGuard, RcuSlot};
-use crate::sys::verbs::{SendPayload, Sge, SlotToken, Wc, WithCqe};
+use crate::sys::verbs::{LoginToken, SendPayload, SgeList, SlotToken, Wc, WithCqe};
 use crate::sys::work::{impl_has_delayed_work, DelayedWork};
 use core::pin::Pin;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -351,28 +351,27 @@ impl IserConn {
         // Tokens dropped on the error paths release their slots.
         let slot = res.tx.slots.claim().ok_or_else(ENOBUFS)?;
         let mut ltok = res.login_tx.claim().ok_or_else(ENOBUFS)?;
-        let sge = res.login_tx.write(&mut ltok, msg.len(), res.lkey, |buf| {
+        let sges = res.login_tx.write(&mut ltok, msg.len(), res.lkey, |buf| {
             buf.copy_from_slice(&msg)
         });
         self.hello_sent
             .store(HELLO_SENT | u32::from(hello.ird), Ordering::Release);
-        res.qp
-            .post_recv(res.login_rx.cqe(), &res.login_rx.buf, res.lkey)?;
-        self.post_login_send(&res, slot, sge, ltok)?;
+        res.qp.post_recv(res.login_rx.cqe(), res.login_rx.sges())?;
+        self.post_login_send(&res, slot, &sges, ltok)?;
         Ok(hello.ird)
     }
 
-    /// Posts the signaled Send of the login send buffer (`sge`, written
+    /// Posts the signaled Send of the login send buffer (`sges`, written
     /// through `ltok`) with header slot `slot`, and records that the
     /// buffer is in use until that Send completes or its request is
     /// answered. On error nothing was posted: both tokens drop and release
-    /// their slots.
+    /// the slot and the buffer.
     pub(crate) fn post_login_send(
         &self,
         res: &Resources,
         slot: SlotToken<'_>,
-        sge: Sge,
-        ltok: SlotToken<'_>,
+        sges: &SgeList,
+        ltok: LoginToken<'_>,
     ) -> Result {
         let idx = slot.index();
         self.login_tx_posted(idx);
@@ -381,7 +380,7 @@ impl IserConn {
             &[],
             &[],
             slot,
-            SendPayload::Sges(&[sge]),
+            SendPayload::Sges(sges.as_slice()),
             Signal::Always,
             None,
             &self.counters,
@@ -682,8 +681,7 @@ impl IserConn {
             return Ok(());
         }
         let res = self.res.get().ok_or_else(ENOTCONN)?;
-        res.qp
-            .post_recv(res.login_rx.cqe(), &res.login_rx.buf, res.lkey)
+        res.qp.post_recv(res.login_rx.cqe(), res.login_rx.sges())
     }
 
     /// Posts the full-feature receive ring (once, with the final login
@@ -695,7 +693,7 @@ impl IserConn {
         }
         let res = self.res.get().ok_or_else(ENOTCONN)?;
         for d in res.rx.iter() {
-            res.qp.post_recv(d.cqe(), &d.buf, res.lkey)?;
+            res.qp.post_recv(d.cqe(), d.sges())?;
         }
         self.counters.rx_posted(res.rx.len() as u64);
         Ok(())
@@ -714,7 +712,7 @@ impl IserConn {
             .is_ok()
         {
             if let Some(res) = self.res.get() {
-                res.login_tx.release_index(0);
+                res.login_tx.release();
             }
         }
     }
@@ -734,7 +732,7 @@ impl IserConn {
     pub(crate) fn login_tx_answered(&self) {
         if self.login_tx_user.swap(u32::MAX, Ordering::AcqRel) != u32::MAX {
             if let Some(res) = self.res.get() {
-                res.login_tx.release_index(0);
+                res.login_tx.release();
             }
         }
     }
@@ -1003,7 +1001,7 @@ impl IserConn {
     /// Posts ring buffer `desc`, counted either way (`rx_posted` or
     /// `err_post`); the caller decides what a failure means.
     fn post_rx(&self, res: &Resources, desc: &WithCqe<RxDesc>) -> Result {
-        let r = res.qp.post_recv(desc.cqe(), &desc.buf, res.lkey);
+        let r = res.qp.post_recv(desc.cqe(), desc.sges());
         match r {
             Ok(()) => self.counters.rx_posted(1),
             Err(_) => self.counters.post_error(),
@@ -1059,7 +1057,7 @@ impl IserConn {
         let Some(desc) = res.rx.get(rx as usize) else {
             return;
         };
-        let msg = desc.buf.for_cpu(len as usize);
+        let msg = desc.received(len as usize);
         // A SCSI Response without AHS or data (most held ones: held for
         // their Send's completion) takes the receive path's fast path, which
         // the full parser would accept the same (`plain_scsi_response`).

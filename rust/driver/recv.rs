@@ -38,7 +38,7 @@ fn rx_done(conn: &IserConn, desc: &WithCqe<RxDesc>, wc: &Wc<'_>) {
     // With the `hello` parameter on, the login buffer is posted for the
     // HelloReply before any login request.
     if desc.login && conn.awaiting_hello_reply() {
-        return conn.on_hello_reply(desc.buf.for_cpu(wc.byte_len() as usize));
+        return conn.on_hello_reply(desc.received(wc.byte_len() as usize));
     }
     if !desc.login {
         conn.counters.rx_completed();
@@ -47,7 +47,7 @@ fn rx_done(conn: &IserConn, desc: &WithCqe<RxDesc>, wc: &Wc<'_>) {
     let Some(iscsi) = conn.iscsi.get() else {
         return;
     };
-    let msg = desc.buf.for_cpu(wc.byte_len() as usize);
+    let msg = desc.received(wc.byte_len() as usize);
     // The login buffer only ever receives Login Responses; the ring is
     // posted with the request to go to full feature phase and receives
     // full-feature PDUs once the target answered that request with
@@ -188,7 +188,7 @@ impl DelayedWorkHandler for IserConn {
                     None => return,
                 }
             };
-            let msg = desc.buf.for_cpu(held.len as usize);
+            let msg = desc.received(held.len as usize);
             let ctx = rx_context(held.login_phase);
             match proto::bhs::parse_received_send(msg, &ctx) {
                 Ok(pdu) => this.complete(iscsi, desc, msg, &pdu),

@@ -24,13 +24,14 @@ use crate::sys::cm::CmIdRef;
 use crate::sys::errno::{ENOBUFS, ENOTCONN};
 use crate::sys::pool::IndexPool;
 use crate::sys::verbs::{
-    Cq, CqeHandler, Device, DmaBuf, DmaSlots, Mr, Pd, PostFailed, QpRef, RegReq, SendPayload,
-    SlotToken, WithCqe,
+    Cq, CqeHandler, Device, DmaPages, DmaSlots, LoginBuf, Mr, Pd, PostFailed, QpRef, RegReq,
+    SendPayload, SgeList, SlotToken, WithCqe, RECV_SGE_MAX, SEND_SGE_MAX,
 };
 use core::num::NonZeroU32;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use kernel::error::code::EINVAL;
 use kernel::prelude::*;
+use kernel::sync::Arc;
 
 /// The context every descriptor's completion handler runs on (the
 /// connection), as its handler impl declares it.
@@ -51,7 +52,7 @@ pub(crate) struct Resources {
     /// Completion handle of the invalidations a TMF Response waits for.
     pub(crate) tmf_inv: KBox<WithCqe<TmfInvDesc>>,
     pub(crate) login_rx: KBox<WithCqe<RxDesc>>,
-    pub(crate) login_tx: DmaSlots,
+    pub(crate) login_tx: LoginBuf,
     pub(crate) rx: KVec<KBox<WithCqe<RxDesc>>>,
     _cq: Cq,
     _pd: Pd,
@@ -59,11 +60,40 @@ pub(crate) struct Resources {
 
 /// A receive descriptor: one posted receive buffer.
 pub(crate) struct RxDesc {
-    pub(crate) buf: DmaBuf,
+    /// The receive buffers of the connection (the ring's and the login
+    /// buffer), shared by all its descriptors.
+    bufs: Arc<DmaPages>,
+    /// This descriptor's buffer in `bufs`: the ring index, `RX_RING` for
+    /// the login buffer.
+    buf: usize,
+    /// The buffer's SGEs, computed once (every repost names them).
+    sges: SgeList,
     /// The login buffer (else a ring entry).
     pub(crate) login: bool,
     /// Ring index (u16::MAX: the login buffer).
     pub(crate) index: u16,
+}
+
+impl RxDesc {
+    fn new(bufs: &Arc<DmaPages>, buf: usize, lkey: u32, login: bool, index: u16) -> Self {
+        RxDesc {
+            sges: bufs.sges(buf, RX_BUF_LEN, lkey),
+            bufs: bufs.clone(),
+            buf,
+            login,
+            index,
+        }
+    }
+
+    /// The SGEs to post this buffer with.
+    pub(crate) fn sges(&self) -> &SgeList {
+        &self.sges
+    }
+
+    /// CPU view of the first `len` bytes received (`Wc::byte_len`).
+    pub(crate) fn received(&self, len: usize) -> &[u8] {
+        self.bufs.for_cpu(self.buf, len)
+    }
 }
 
 /// One fast-registration MR of the pool.
@@ -794,35 +824,48 @@ impl Resources {
             );
             return Err(EINVAL);
         };
+        // Receive and login buffers lie in order-0 pages, one SGE per page
+        // piece (`DmaPages`); a device that takes fewer is refused here
+        // rather than by `create_qp` without a word.
+        let (recv_sge, send_sge) = (dev.max_sge(true), dev.max_sge(false));
+        if recv_sge < RECV_SGE_MAX as u32 || send_sge < SEND_SGE_MAX as u32 {
+            pr_warn!(
+                "setup: the device takes {} receive and {} send SGEs per work request, fewer than the {} and {} the page-backed buffers need: refused\n",
+                recv_sge,
+                send_sge,
+                RECV_SGE_MAX,
+                SEND_SGE_MAX
+            );
+            return Err(EINVAL);
+        }
         let pd = Pd::new(dev)?;
         let cq = Cq::from_pool(dev, CQ_ENTRIES, -1)?;
         let mrs = MrPool::new(&pd, MRS, max_pages())?;
         let tx = TxPool::new(dev, ctx, sq_depth)?;
         let invs = InvPool::new(ctx)?;
         let tmf_inv = KBox::new(WithCqe::new(ctx, TmfInvDesc::new()), GFP_KERNEL)?;
+        // The ring's buffers and, after them, the login buffer: one area of
+        // order-0 pages.
+        let bufs = Arc::new(
+            DmaPages::new(dev, RX_RING as usize + 1, RX_BUF_LEN, false)?,
+            GFP_KERNEL,
+        )?;
+        let lkey = pd.local_dma_lkey();
         let login_rx = KBox::new(
             WithCqe::new(
                 ctx,
-                RxDesc {
-                    buf: DmaBuf::new(dev, RX_BUF_LEN, false, GFP_KERNEL)?,
-                    login: true,
-                    index: u16::MAX,
-                },
+                RxDesc::new(&bufs, RX_RING as usize, lkey, true, u16::MAX),
             ),
             GFP_KERNEL,
         )?;
-        let login_tx = DmaSlots::new(dev, 1, HDRS + RX_DATA_LEN)?;
+        let login_tx = LoginBuf::new(dev, HDRS + RX_DATA_LEN)?;
         let mut rx = KVec::with_capacity(RX_RING as usize, GFP_KERNEL)?;
         for index in 0..RX_RING as u16 {
             rx.push(
                 KBox::new(
                     WithCqe::new(
                         ctx,
-                        RxDesc {
-                            buf: DmaBuf::new(dev, RX_BUF_LEN, false, GFP_KERNEL)?,
-                            login: false,
-                            index,
-                        },
+                        RxDesc::new(&bufs, usize::from(index), lkey, false, index),
                     ),
                     GFP_KERNEL,
                 )?,
@@ -840,7 +883,6 @@ impl Resources {
                 _ => (id.create_qp(&pd, &cq, sq_depth, MAX_RECV_WR, 0)?, false),
             };
         // From here on nothing fails.
-        let lkey = pd.local_dma_lkey();
         Ok(KBox::write(
             slot,
             Resources {
@@ -864,14 +906,15 @@ impl Resources {
 
     /// What this connection allocated itself (the provider's QP and CQ
     /// memory, and the MRs' page lists, are the device's): the receive
-    /// buffers (each its own kmalloc), the send pool, the login buffer.
-    /// Returns (KiB in all, largest contiguous allocation in bytes).
+    /// buffers (whole pages of one vmalloc area), the send pool, the login
+    /// send buffer (whole pages). Returns (KiB in all, largest contiguous
+    /// allocation in bytes: the receive and login buffers' areas are
+    /// order-0 pages, their page tables are kvmalloc'ed like the send
+    /// descriptors, so the header slots' chunks set it).
     pub(crate) fn memory(&self) -> (usize, usize) {
         let (tx_bytes, tx_largest) = self.tx.memory();
-        let rx_bytes = (RX_RING as usize + 1) * RX_BUF_LEN;
-        let largest = tx_largest
-            .max(self.login_tx.largest_chunk())
-            .max(RX_BUF_LEN);
+        let rx_bytes = self.login_rx.bufs.bytes();
+        let largest = tx_largest.max(kernel::page::PAGE_SIZE);
         let kib = (rx_bytes + tx_bytes + self.login_tx.bytes()).div_ceil(1024);
         (kib, largest)
     }

@@ -541,7 +541,7 @@ fn xmit_mgmt(conn: &IserConn, res: &Resources, mut task: Task<'_, IserTask>) -> 
         return Err(ENOBUFS());
     };
     let data = task.mgmt_data();
-    let sge = res
+    let sges = res
         .login_tx
         .write(&mut ltok, HDRS + data_len, res.lkey, |buf| {
             let (h, rest) = buf.split_at_mut(HDRS);
@@ -565,5 +565,5 @@ fn xmit_mgmt(conn: &IserConn, res: &Resources, mut task: Task<'_, IserTask>) -> 
         // libiscsi's only one).
         posted?;
     }
-    conn.post_login_send(res, slot, sge, ltok)
+    conn.post_login_send(res, slot, &sges, ltok)
 }

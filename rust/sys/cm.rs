@@ -227,8 +227,8 @@ impl CmIdRef {
             cap: b::ib_qp_cap {
                 max_send_wr,
                 max_recv_wr,
-                max_send_sge: 2,
-                max_recv_sge: 1,
+                max_send_sge: super::verbs::SEND_SGE_MAX as u32,
+                max_recv_sge: super::verbs::RECV_SGE_MAX as u32,
                 max_inline_data,
                 ..Default::default()
             },

@@ -3,7 +3,8 @@
 //! regions for fast registration, DMA-mapped buffers, work requests and the
 //! `ib_cqe.done` completion trampoline.
 //!
-//! Ownership: [`Cq`], [`Mr`] and [`DmaBuf`] free their C object on drop;
+//! Ownership: [`Cq`], [`Mr`], [`DmaBuf`] and [`DmaPages`] free their C
+//! object (or unmap and free their memory) on drop;
 //! [`Pd`] is the connection's own protection domain, freed with it.
 //! A queue pair belongs to its `rdma_cm_id` ([`super::cm`]); this file
 //! only posts to it through [`QpRef`].
@@ -19,7 +20,9 @@ use super::pool::{IndexPool, Reservation};
 use core::mem::MaybeUninit;
 use core::num::NonZeroUsize;
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::error::code::{EINVAL, EIO, ENOMEM};
+use kernel::page::PAGE_SIZE;
 use kernel::prelude::*;
 
 /// Remote access a fast registration grants (`IB_ACCESS_*`).
@@ -86,6 +89,13 @@ impl Device {
         // SAFETY: the handle is live (type invariant).
         let v = unsafe { b::iser_rs_device_max_qp_wr(self.as_ptr()) };
         v.max(0) as u32
+    }
+
+    /// The most SGEs a receive (`recv`) or a Send work request of the
+    /// device may name (`max_recv_sge`, `max_send_sge`).
+    pub(crate) fn max_sge(self, recv: bool) -> u32 {
+        // SAFETY: the handle is live (type invariant).
+        unsafe { b::iser_rs_device_max_sge(self.as_ptr(), i32::from(recv)) }
     }
 
     /// Whether the device registers SG lists with gaps (`IBK_SG_GAPS_REG`).
@@ -338,7 +348,9 @@ impl Drop for MappedSg {
     }
 }
 
-/// A kmalloc'ed buffer mapped for DMA in one direction.
+/// A kmalloc'ed buffer mapped for DMA in one direction: a chunk of
+/// [`DmaSlots`] (at most a page; receive and login buffers are
+/// [`DmaPages`]).
 pub(crate) struct DmaBuf {
     buf: KVec<u8>,
     dma: u64,
@@ -384,21 +396,6 @@ impl DmaBuf {
 
     pub(crate) fn len(&self) -> usize {
         self.buf.len()
-    }
-
-    pub(crate) fn dma(&self) -> u64 {
-        self.dma
-    }
-
-    /// CPU view of the first `len` bytes after the device wrote them
-    /// (receive buffers, once their receive completed).
-    pub(crate) fn for_cpu(&self, len: usize) -> &[u8] {
-        let len = len.min(self.buf.len());
-        // SAFETY: the range lies in the mapping made in `new`.
-        unsafe {
-            b::iser_rs_dma_sync_for_cpu(self.dev.as_ptr(), self.dma, len, i32::from(self.to_device))
-        };
-        &self.buf[..len]
     }
 }
 
@@ -612,6 +609,305 @@ impl Drop for DmaBuf {
     }
 }
 
+/// Most SGEs a receive names: a buffer of a [`DmaPages`] up to two pages
+/// long (a receive buffer: 8284 bytes) spans at most four pages when it
+/// does not start on a page boundary.
+pub(crate) const RECV_SGE_MAX: usize = 4;
+/// Most SGEs a Send names: the login send buffer (header and 8 KiB of
+/// data, 8268 bytes, the only buffer of its [`DmaPages`], so it starts on
+/// a page boundary) spans three pages.
+pub(crate) const SEND_SGE_MAX: usize = 3;
+
+/// The SGEs of one buffer of a [`DmaPages`]: one per page it spans (the
+/// pieces of physically adjacent pages merged), at most `RECV_SGE_MAX`.
+#[derive(Clone, Copy)]
+pub(crate) struct SgeList {
+    sges: [Sge; RECV_SGE_MAX],
+    n: usize,
+}
+
+impl SgeList {
+    pub(crate) fn as_slice(&self) -> &[Sge] {
+        &self.sges[..self.n.min(RECV_SGE_MAX)]
+    }
+}
+
+/// `n` equal buffers, `stride` bytes apart, in memory of order-0 pages
+/// (vmalloc), each page mapped for DMA on its own: a receive ring of
+/// 8 KiB buffers, or the login send buffer, without a high-order block
+/// (a kmalloc of 8284 bytes takes an order-2 block of 16 KiB, which a
+/// reconnect under memory pressure may not get, and wastes half of it).
+/// The CPU sees a buffer as one slice through the vmalloc mapping; the
+/// device gets one SGE per page piece ([`DmaPages::sges`]).
+///
+/// # Invariants
+///
+/// `base` is the start of `mem`'s page-aligned vmalloc memory of
+/// `dma.len()` pages; `dma[p]` is page `p`'s mapping for `dev` in the
+/// direction `to_device`, live until `drop`; buffer `i < n` is
+/// `base[i * stride .. i * stride + buf_len]`, inside that memory.
+pub(crate) struct DmaPages {
+    /// Owns the memory; never grown or reallocated (accessed through
+    /// `base`).
+    _mem: VVec<u8>,
+    base: *mut u8,
+    dma: KVVec<u64>,
+    dev: Device,
+    to_device: bool,
+    buf_len: usize,
+    stride: usize,
+    n: usize,
+}
+
+// SAFETY: plain memory plus mapping handles; a buffer's bytes are written
+// only through `LoginToken` (unique) or by the device.
+unsafe impl Send for DmaPages {}
+// SAFETY: as above; `&DmaPages` gives read access to completed buffers.
+unsafe impl Sync for DmaPages {}
+
+impl DmaPages {
+    /// `n` buffers of `buf_len` bytes, cache-line aligned (128 bytes, so
+    /// no two buffers share a line: a device write into one never races a
+    /// CPU read of its neighbour on an architecture without coherent DMA).
+    /// Allocates with GFP_KERNEL: the reconnect path calls it in a NOIO
+    /// scope, which vmalloc honours.
+    pub(crate) fn new(dev: Device, n: usize, buf_len: usize, to_device: bool) -> Result<Self> {
+        const LINE: usize = 128;
+        let stride = buf_len.div_ceil(LINE) * LINE;
+        let bytes = n
+            .checked_mul(stride)
+            .ok_or(EINVAL)?
+            .div_ceil(PAGE_SIZE)
+            .max(1)
+            * PAGE_SIZE;
+        let mut mem = VVec::<u8>::with_capacity(bytes, GFP_KERNEL)?;
+        mem.extend_with(bytes, 0u8, GFP_KERNEL)?;
+        let base = mem.as_mut_ptr();
+        if base as usize % PAGE_SIZE != 0 {
+            // vmalloc memory starts on a page; the page walk below needs it.
+            return Err(EINVAL);
+        }
+        let pages = bytes / PAGE_SIZE;
+        let mut dma = KVVec::with_capacity(pages, GFP_KERNEL)?;
+        let mut this = DmaPages {
+            _mem: mem,
+            base,
+            dma: KVVec::new(),
+            dev,
+            to_device,
+            buf_len,
+            stride,
+            n,
+        };
+        for p in 0..pages {
+            // SAFETY: `base + p * PAGE_SIZE` is a page of `mem`'s vmalloc
+            // memory (`pages` of them, page-aligned: checked above).
+            let addr = unsafe {
+                b::iser_rs_dma_map_vmalloc_page(
+                    dev.as_ptr(),
+                    base.add(p * PAGE_SIZE).cast(),
+                    i32::from(to_device),
+                )
+            };
+            // SAFETY: `addr` was just returned by the mapping call for `dev`.
+            if unsafe { b::iser_rs_dma_mapping_error(dev.as_ptr(), addr) } != 0 {
+                // `drop` unmaps the pages mapped so far.
+                this.dma = dma;
+                return Err(ENOMEM);
+            }
+            // Cannot fail: the capacity is `pages`.
+            dma.push(addr, GFP_KERNEL)?;
+        }
+        // INVARIANT: every page of `mem` is mapped, in order.
+        this.dma = dma;
+        Ok(this)
+    }
+
+    /// Bytes of memory (whole pages).
+    pub(crate) fn bytes(&self) -> usize {
+        self.dma.len() * PAGE_SIZE
+    }
+
+    /// The byte range of buffer `i`, its first `len` bytes (at most
+    /// `buf_len`); `None` for an index past the buffers.
+    fn range(&self, i: usize, len: usize) -> Option<(usize, usize)> {
+        (i < self.n).then(|| (i * self.stride, len.min(self.buf_len)))
+    }
+
+    /// The SGEs of the first `len` bytes of buffer `i` (empty for an
+    /// index past the buffers).
+    pub(crate) fn sges(&self, i: usize, len: usize, lkey: u32) -> SgeList {
+        let mut list = SgeList {
+            sges: [Sge {
+                addr: 0,
+                length: 0,
+                lkey,
+            }; RECV_SGE_MAX],
+            n: 0,
+        };
+        let Some((mut off, len)) = self.range(i, len) else {
+            return list;
+        };
+        let end = off + len;
+        while off < end {
+            let in_page = off % PAGE_SIZE;
+            let piece = (PAGE_SIZE - in_page).min(end - off);
+            let Some(page) = self.dma.get(off / PAGE_SIZE) else {
+                break;
+            };
+            let addr = page + in_page as u64;
+            match list.n.checked_sub(1).and_then(|l| list.sges.get_mut(l)) {
+                Some(last) if last.addr + u64::from(last.length) == addr => {
+                    last.length += piece as u32;
+                }
+                _ => {
+                    let Some(s) = list.sges.get_mut(list.n) else {
+                        break;
+                    };
+                    *s = Sge {
+                        addr,
+                        length: piece as u32,
+                        lkey,
+                    };
+                    list.n += 1;
+                }
+            }
+            off += piece;
+        }
+        list
+    }
+
+    /// Syncs the first `len` bytes of buffer `i` (from its start `off`)
+    /// page piece by page piece, for the CPU or for the device.
+    fn sync(&self, off: usize, len: usize, for_cpu: bool) {
+        let (mut at, end) = (off, off + len);
+        while at < end {
+            let in_page = at % PAGE_SIZE;
+            let piece = (PAGE_SIZE - in_page).min(end - at);
+            let Some(page) = self.dma.get(at / PAGE_SIZE) else {
+                return;
+            };
+            let dir = i32::from(self.to_device);
+            let addr = page + in_page as u64;
+            // SAFETY: the piece lies in page `at / PAGE_SIZE`'s mapping
+            // made in `new`.
+            unsafe {
+                if for_cpu {
+                    b::iser_rs_dma_sync_for_cpu(self.dev.as_ptr(), addr, piece, dir)
+                } else {
+                    b::iser_rs_dma_sync_for_device(self.dev.as_ptr(), addr, piece, dir)
+                }
+            };
+            at += piece;
+        }
+    }
+
+    /// CPU view of the first `len` bytes of buffer `i` after the device
+    /// wrote them (a receive buffer, once its receive completed); empty
+    /// for an index past the buffers.
+    pub(crate) fn for_cpu(&self, i: usize, len: usize) -> &[u8] {
+        let Some((off, len)) = self.range(i, len) else {
+            return &[];
+        };
+        self.sync(off, len, true);
+        // SAFETY: the range lies in `mem` (type invariant), which lives as
+        // long as `self`; the device no longer writes it (its receive
+        // completed), and the CPU writes receive buffers nowhere.
+        unsafe {
+            b::iser_rs_vmap_range_for_cpu(self.base.add(off).cast(), len);
+            core::slice::from_raw_parts(self.base.add(off), len)
+        }
+    }
+}
+
+impl Drop for DmaPages {
+    fn drop(&mut self) {
+        for &addr in self.dma.iter() {
+            // SAFETY: mapped in `new` with this device and direction.
+            unsafe {
+                b::iser_rs_dma_unmap_page(self.dev.as_ptr(), addr, i32::from(self.to_device))
+            };
+        }
+    }
+}
+
+/// The login send buffer: one buffer of a [`DmaPages`] (the iSER header,
+/// BHS and up to 8 KiB of data of a Login, Text or NOP-Out PDU), claimed
+/// before the CPU writes it, held by the Send that names it.
+pub(crate) struct LoginBuf {
+    pages: DmaPages,
+    busy: AtomicBool,
+}
+
+/// Exclusive right to write the [`LoginBuf`], from `claim` until it is
+/// posted ([`LoginBuf::posted`]: then `release` frees it) or dropped (an
+/// error path: the buffer is free again).
+pub(crate) struct LoginToken<'a>(&'a LoginBuf);
+
+impl Drop for LoginToken<'_> {
+    fn drop(&mut self) {
+        self.0.busy.store(false, Ordering::Release);
+    }
+}
+
+impl LoginBuf {
+    pub(crate) fn new(dev: Device, len: usize) -> Result<Self> {
+        Ok(LoginBuf {
+            pages: DmaPages::new(dev, 1, len, true)?,
+            busy: AtomicBool::new(false),
+        })
+    }
+
+    /// Claims the buffer (lock-free; any context).
+    pub(crate) fn claim(&self) -> Option<LoginToken<'_>> {
+        self.busy
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            .then_some(LoginToken(self))
+    }
+
+    /// Gives up the token once a Send names the buffer: only `release`
+    /// frees it now.
+    pub(crate) fn posted(&self, t: LoginToken<'_>) {
+        core::mem::forget(t);
+    }
+
+    /// Frees the buffer after the Send that used it completed or was
+    /// answered (the token was consumed by `posted`).
+    pub(crate) fn release(&self) {
+        self.busy.store(false, Ordering::Release);
+    }
+
+    /// Bytes of memory (whole pages).
+    pub(crate) fn bytes(&self) -> usize {
+        self.pages.bytes()
+    }
+
+    /// Writes the first `len` bytes with `f` and hands them to the device;
+    /// returns their SGEs (at most `SEND_SGE_MAX`: the buffer starts on a
+    /// page).
+    pub(crate) fn write(
+        &self,
+        _t: &mut LoginToken<'_>,
+        len: usize,
+        lkey: u32,
+        f: impl FnOnce(&mut [u8]),
+    ) -> SgeList {
+        let p = &self.pages;
+        let len = len.min(p.buf_len);
+        // SAFETY: the token is the unique claim of the buffer (`claim`),
+        // which is buffer 0 at the start of `mem` (type invariant of
+        // `DmaPages`), and the device does not read it until the Send
+        // posted after this returns.
+        let buf = unsafe { core::slice::from_raw_parts_mut(p.base, len) };
+        f(buf);
+        // SAFETY: the range lies in `mem`, written just above.
+        unsafe { b::iser_rs_vmap_range_for_device(p.base.cast(), len) };
+        p.sync(0, len, false);
+        p.sges(0, len, lkey)
+    }
+}
+
 /// A work completion as seen by a `done` handler.
 pub(crate) struct Wc<'a>(&'a b::ib_wc);
 
@@ -791,8 +1087,6 @@ unsafe impl Send for QpRef {}
 // SAFETY: as above.
 unsafe impl Sync for QpRef {}
 
-const MAX_SGE: usize = 2;
-
 impl QpRef {
     /// # Safety
     /// `qp` must stay live for every use of the handle.
@@ -804,17 +1098,22 @@ impl QpRef {
         self.0.as_ptr()
     }
 
-    /// Posts one receive of `buf` completing on `cqe`.
-    pub(crate) fn post_recv(self, cqe: &Cqe, buf: &DmaBuf, lkey: u32) -> Result {
-        let mut sge = b::ib_sge {
-            addr: buf.dma(),
-            length: buf.len() as u32,
-            lkey,
-        };
+    /// Posts one receive into `sges` (at most `RECV_SGE_MAX`: a buffer of
+    /// a [`DmaPages`]) completing on `cqe`.
+    pub(crate) fn post_recv(self, cqe: &Cqe, sges: &SgeList) -> Result {
+        let mut sg = [b::ib_sge::default(); RECV_SGE_MAX];
+        let sges = sges.as_slice();
+        for (d, s) in sg.iter_mut().zip(sges) {
+            *d = b::ib_sge {
+                addr: s.addr,
+                length: s.length,
+                lkey: s.lkey,
+            };
+        }
         let mut wr = b::ib_recv_wr::default();
         wr.__bindgen_anon_1.wr_cqe = cqe.as_ptr();
-        wr.sg_list = &mut sge;
-        wr.num_sge = 1;
+        wr.sg_list = sg.as_mut_ptr();
+        wr.num_sge = sges.len() as i32;
         // SAFETY: the WR and SGE live across the call (ib_post_recv copies
         // them); the Cqe and buffer outlive the completion (module docs).
         kernel::error::to_result(unsafe { b::iser_rs_post_recv(self.as_ptr(), &wr) })
@@ -836,14 +1135,14 @@ impl QpRef {
         if regs.len() > 2 || invs.len() > 2 {
             return Err(EINVAL.into());
         }
-        let mut sg = [b::ib_sge::default(); MAX_SGE];
+        let mut sg = [b::ib_sge::default(); SEND_SGE_MAX];
         let mut send = b::ib_send_wr {
             send_flags: if signaled { SEND_SIGNALED } else { 0 },
             ..Default::default()
         };
         match payload {
             SendPayload::Sges(sges) => {
-                if sges.len() > MAX_SGE {
+                if sges.len() > SEND_SGE_MAX {
                     return Err(EINVAL.into());
                 }
                 for (d, s) in sg.iter_mut().zip(sges) {
