@@ -11,10 +11,19 @@ pub(crate) const CMDS_MAX: u32 = 128;
 /// Management PDUs (NOP-Out, TMF, Text, Logout) that may be outstanding
 /// beside the commands (libiscsi's ISCSI_MGMT_CMDS_MAX is 15; +1 login).
 pub(crate) const MGMT_MAX: u32 = 16;
-/// Unsolicited Data-Out PDUs in flight: with FirstBurstLength 256 KiB and
-/// TargetRecvDataSegmentLength 8 KiB (the defaults) a write needs 32, so
-/// 4096 covers every command of a full queue doing so.
-pub(crate) const DATAOUT_MAX: u32 = CMDS_MAX * 32;
+/// Unsolicited Data-Out PDUs in flight: 8 per command on average, as
+/// ib_iser sizes its send queue (`ISER_INFLIGHT_DATAOUTS`). With
+/// FirstBurstLength 256 KiB and TargetRecvDataSegmentLength 8 KiB (the
+/// defaults) a write needs 31 or 32, so 32 such writes have their first
+/// bursts in flight at once (8 MiB) and a further one waits for header
+/// slots (`tx_full`, TARGET_BUSY) until Send completions free them (case
+/// 035). Every slot and send-queue entry is allocated at connect time,
+/// before the login negotiates InitialR2T: sized for a full queue of such
+/// writes (128 * 32) they were 3/4 of the send pool, unused under
+/// InitialR2T=Yes. One transmit call can still get the header slots of
+/// the largest write the default `max_sectors` allows, with PDUs as small
+/// as 512 bytes (`XMIT_SLOTS_MAX`).
+pub(crate) const DATAOUT_MAX: u32 = CMDS_MAX * 8;
 /// A Send is signaled when `signal_every - 1` unsignaled ones wait
 /// (`signal_every`: module parameter, at most `SIGNAL_EVERY`), so fewer
 /// than `SIGNAL_EVERY` ever wait; the others complete silently and their

@@ -4,7 +4,8 @@
 # MaxXmitDataSegmentLength sends its first burst as Send-carried Data-Out
 # PDUs before the target RDMA-Reads the rest. fio crc32c verify from 512 B
 # to 1 MiB must be clean and iser_rs's data_outs counter must grow (the
-# path ran); then a link flap and an RDMA device removal while such writes
+# path ran), also when a deep queue of 256 KiB writes runs out of header
+# slots; then a link flap and an RDMA device removal while such writes
 # run: the session comes back and verify stays clean. Before the fix this
 # path hung the guest at the first 64 KiB write (libiscsi's unsol_r2t.sent
 # never advanced, and the failure report re-took frwd_lock inside
@@ -40,6 +41,21 @@ for bs in 512 4k 8k 12k 64k 256k 300k 1M; do
 done
 outs=$(session_stat data_outs)
 [ "$outs" -gt 0 ] || die "no unsolicited Data-Out was sent (data_outs=0)"
+# A deep queue of 256 KiB writes: each takes 32 header slots (its command
+# and 31 Data-Outs), and LIO's command window (64) lets more of them out
+# than the 1,024 Data-Out slots hold (8 per command, as ib_iser sizes
+# its queue): a write that finds too few goes back to the midlayer
+# (TARGET_BUSY, counter send_queue_full) and is retried once Send
+# completions free them. Verify clean, and the wait must have happened.
+echo 128 > /sys/block/${disk#/dev/}/device/queue_depth
+f0=$(session_stat send_queue_full) d0=$(session_stat data_outs)
+timeout 300 fio --name=unsol --filename="$disk" --direct=1 --ioengine=libaio \
+    --verify=crc32c --do_verify=1 --verify_fatal=1 --size=32M --rw=randwrite \
+    --bs=256k --iodepth=128 --output=/tmp/unsol-fio.log >/dev/null 2>&1 ||
+    { tail -5 /tmp/unsol-fio.log | sed 's/^/# /'; die "fio verify bs=256k iodepth=128 (status $?)"; }
+full=$(( $(session_stat send_queue_full) - f0 ))
+log "bs=256k iodepth=128 (queue_depth $(cat /sys/block/${disk#/dev/}/device/queue_depth)): verify clean, $(( $(session_stat data_outs) - d0 )) unsolicited Data-Outs, $full waits for header slots"
+[ "$full" -gt 0 ] || die "no write waited for header slots (send_queue_full +0)"
 
 # Link flap, then device removal, while 64k writes with Data-Outs run.
 c0=$(iser_connects)

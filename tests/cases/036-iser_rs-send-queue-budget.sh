@@ -146,7 +146,7 @@ login_refused "sq_depth=740, 512-byte PDUs" 'need up to 514 send-queue entries' 
 wait_live_zero || die "live objects after the refused start: $(live_counts)"
 # Header slots likewise: with max_sectors=8192 (4 MiB commands),
 # FirstBurstLength 2,252,800 and 512-byte PDUs a write needs 4,400 (its
-# command and 4,399 Data-Outs), more than the 4,224 one transmit call can
+# command and 4,399 Data-Outs), more than the 1,152 one transmit call can
 # always get (the send queue's default depth would hold it): refused at
 # start too.
 # A session iscsid has not finished destroying still holds the module.
