@@ -24,6 +24,7 @@
 #include <linux/sched/task.h>
 #include <linux/workqueue.h>
 #include <linux/vmalloc.h>
+#include <linux/mm.h>
 #include <linux/highmem.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
@@ -543,6 +544,29 @@ u64 iser_rs_dma_map_vmalloc_page(struct ib_device *dev, void *addr, int to_devic
 void iser_rs_dma_unmap_page(struct ib_device *dev, u64 addr, int to_device)
 {
 	ib_dma_unmap_page(dev, addr, PAGE_SIZE, iser_rs_dir(to_device));
+}
+
+/**
+ * iser_rs_dma_page_needs_sync() - whether a mapped page needs DMA syncs
+ * @dev: the RDMA device
+ * @addr: DMA address from iser_rs_dma_map_vmalloc_page()
+ *
+ * Return: true if ib_dma_sync_single_for_{cpu,device}() on the page may
+ * do something (dma_need_sync(): a device without coherent DMA, bounce
+ * buffers), or if the architecture's vmalloc aliases need the
+ * iser_rs_vmap_range_*() flushes; false for a software device (rxe,
+ * siw) and for coherent DMA on x86 and arm64. True also in a boot with
+ * debug_pagealloc on, so that the suite's boot with it (the peer cases
+ * of make check) runs the page-piece syncs that rxe and siw do not need.
+ */
+bool iser_rs_dma_page_needs_sync(struct ib_device *dev, u64 addr)
+{
+#ifdef ARCH_IMPLEMENTS_FLUSH_KERNEL_VMAP_RANGE
+	return true;
+#else
+	return debug_pagealloc_enabled() ||
+	       (!ib_uses_virt_dma(dev) && dma_need_sync(dev->dma_device, addr));
+#endif
 }
 
 /**

@@ -57,6 +57,7 @@ void iser_rs_dma_sync_for_device(struct ib_device *dev, u64 addr, size_t len, in
 u64 iser_rs_dma_map_vmalloc_page(struct ib_device *dev, void *addr, int to_device);
 void iser_rs_dma_unmap_page(struct ib_device *dev, u64 addr, int to_device);
 void iser_rs_vmap_range_for_cpu(void *addr, size_t len);
+bool iser_rs_dma_page_needs_sync(struct ib_device *dev, u64 addr);
 void iser_rs_vmap_range_for_device(void *addr, size_t len);
 u32 iser_rs_device_max_sge(struct ib_device *dev, int recv);
 u64 iser_rs_sg_dma_address(struct scatterlist *sg);

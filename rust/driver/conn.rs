@@ -640,10 +640,11 @@ impl IserConn {
         let res = Resources::new(id, self)?;
         let (kib, largest) = res.memory();
         let (dev, inline_hdrs, sq_depth) = (res.dev, res.inline_hdrs, res.sq_depth);
+        let rx_syncs = res.rx_needs_sync();
         self.res.set(res)?;
         super::counters::live_qp(1);
         iser_info!(
-            "setup: PD, CQ of {} entries, QP with {} send and {} receive WRs (inline headers: {}), {} MRs of {} pages, {} receive buffers of {} bytes; buffers and descriptors {} KiB, largest contiguous allocation {} bytes\n",
+            "setup: PD, CQ of {} entries, QP with {} send and {} receive WRs (inline headers: {}), {} MRs of {} pages, {} receive buffers of {} bytes; buffers and descriptors {} KiB, largest contiguous allocation {} bytes, DMA syncs of receive buffers: {}\n",
             super::limits::CQ_ENTRIES,
             sq_depth,
             super::limits::MAX_RECV_WR,
@@ -653,7 +654,8 @@ impl IserConn {
             RX_RING + 1,
             super::limits::RX_BUF_LEN,
             kib,
-            largest
+            largest,
+            if rx_syncs { "yes" } else { "no" }
         );
         // Ask for Send with Invalidate: the target then invalidates our
         // STags with its response, saving a local invalidation per command.

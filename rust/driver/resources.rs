@@ -904,6 +904,12 @@ impl Resources {
         ))
     }
 
+    /// Whether reading a receive buffer syncs its page pieces
+    /// (`DmaPages::needs_sync`; the setup line says).
+    pub(crate) fn rx_needs_sync(&self) -> bool {
+        self.login_rx.bufs.needs_sync()
+    }
+
     /// What this connection allocated itself (the provider's QP and CQ
     /// memory, and the MRs' page lists, are the device's): the receive
     /// buffers (whole pages of one vmalloc area), the send pool, the login

@@ -654,6 +654,10 @@ pub(crate) struct DmaPages {
     dma: KVVec<u64>,
     dev: Device,
     to_device: bool,
+    /// Whether a page needs DMA syncs or vmalloc alias flushes (not for
+    /// rxe and siw, nor for coherent DMA on x86: then a receive's CPU view
+    /// costs no call).
+    needs_sync: bool,
     buf_len: usize,
     stride: usize,
     n: usize,
@@ -695,6 +699,7 @@ impl DmaPages {
             dma: KVVec::new(),
             dev,
             to_device,
+            needs_sync: false,
             buf_len,
             stride,
             n,
@@ -715,6 +720,8 @@ impl DmaPages {
                 this.dma = dma;
                 return Err(ENOMEM);
             }
+            // SAFETY: `addr` is a live mapping for `dev`, made just above.
+            this.needs_sync |= unsafe { b::iser_rs_dma_page_needs_sync(dev.as_ptr(), addr) };
             // Cannot fail: the capacity is `pages`.
             dma.push(addr, GFP_KERNEL)?;
         }
@@ -726,6 +733,13 @@ impl DmaPages {
     /// Bytes of memory (whole pages).
     pub(crate) fn bytes(&self) -> usize {
         self.dma.len() * PAGE_SIZE
+    }
+
+    /// Whether the buffers' pages need DMA syncs (or alias flushes) around
+    /// CPU access: not on rxe or siw, nor with coherent DMA on x86, unless
+    /// the boot has debug_pagealloc on (`iser_rs_dma_page_needs_sync`).
+    pub(crate) fn needs_sync(&self) -> bool {
+        self.needs_sync
     }
 
     /// The byte range of buffer `i`, its first `len` bytes (at most
@@ -780,6 +794,9 @@ impl DmaPages {
     /// Syncs the first `len` bytes of buffer `i` (from its start `off`)
     /// page piece by page piece, for the CPU or for the device.
     fn sync(&self, off: usize, len: usize, for_cpu: bool) {
+        if !self.needs_sync {
+            return;
+        }
         let (mut at, end) = (off, off + len);
         while at < end {
             let in_page = at % PAGE_SIZE;
@@ -809,14 +826,15 @@ impl DmaPages {
         let Some((off, len)) = self.range(i, len) else {
             return &[];
         };
-        self.sync(off, len, true);
+        if self.needs_sync {
+            self.sync(off, len, true);
+            // SAFETY: the range lies in `mem` (type invariant).
+            unsafe { b::iser_rs_vmap_range_for_cpu(self.base.add(off).cast(), len) };
+        }
         // SAFETY: the range lies in `mem` (type invariant), which lives as
         // long as `self`; the device no longer writes it (its receive
         // completed), and the CPU writes receive buffers nowhere.
-        unsafe {
-            b::iser_rs_vmap_range_for_cpu(self.base.add(off).cast(), len);
-            core::slice::from_raw_parts(self.base.add(off), len)
-        }
+        unsafe { core::slice::from_raw_parts(self.base.add(off), len) }
     }
 }
 
@@ -901,9 +919,11 @@ impl LoginBuf {
         // posted after this returns.
         let buf = unsafe { core::slice::from_raw_parts_mut(p.base, len) };
         f(buf);
-        // SAFETY: the range lies in `mem`, written just above.
-        unsafe { b::iser_rs_vmap_range_for_device(p.base.cast(), len) };
-        p.sync(0, len, false);
+        if p.needs_sync {
+            // SAFETY: the range lies in `mem`, written just above.
+            unsafe { b::iser_rs_vmap_range_for_device(p.base.cast(), len) };
+            p.sync(0, len, false);
+        }
         p.sges(0, len, lkey)
     }
 }
@@ -1050,13 +1070,24 @@ impl From<PostFailed> for Error {
     }
 }
 
-/// A local data segment.
+/// A local data segment, laid out as `struct ib_sge` (checked below), so
+/// a receive names an [`SgeList`]'s entries without a copy.
 #[derive(Clone, Copy)]
+#[repr(C)]
 pub(crate) struct Sge {
     pub(crate) addr: u64,
     pub(crate) length: u32,
     pub(crate) lkey: u32,
 }
+
+const _: () = {
+    use core::mem::{align_of, offset_of, size_of};
+    assert!(size_of::<Sge>() == size_of::<b::ib_sge>());
+    assert!(align_of::<Sge>() == align_of::<b::ib_sge>());
+    assert!(offset_of!(Sge, addr) == offset_of!(b::ib_sge, addr));
+    assert!(offset_of!(Sge, length) == offset_of!(b::ib_sge, length));
+    assert!(offset_of!(Sge, lkey) == offset_of!(b::ib_sge, lkey));
+};
 
 /// What a Send carries.
 #[derive(Clone, Copy)]
@@ -1101,18 +1132,12 @@ impl QpRef {
     /// Posts one receive into `sges` (at most `RECV_SGE_MAX`: a buffer of
     /// a [`DmaPages`]) completing on `cqe`.
     pub(crate) fn post_recv(self, cqe: &Cqe, sges: &SgeList) -> Result {
-        let mut sg = [b::ib_sge::default(); RECV_SGE_MAX];
         let sges = sges.as_slice();
-        for (d, s) in sg.iter_mut().zip(sges) {
-            *d = b::ib_sge {
-                addr: s.addr,
-                length: s.length,
-                lkey: s.lkey,
-            };
-        }
         let mut wr = b::ib_recv_wr::default();
         wr.__bindgen_anon_1.wr_cqe = cqe.as_ptr();
-        wr.sg_list = sg.as_mut_ptr();
+        // `Sge` is laid out as `ib_sge` (asserted at its definition); the
+        // provider only reads the list (`sg_list` is not const in C).
+        wr.sg_list = sges.as_ptr().cast::<b::ib_sge>().cast_mut();
         wr.num_sge = sges.len() as i32;
         // SAFETY: the WR and SGE live across the call (ib_post_recv copies
         // them); the Cqe and buffer outlive the completion (module docs).
