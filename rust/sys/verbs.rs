@@ -791,12 +791,9 @@ impl DmaPages {
         list
     }
 
-    /// Syncs the first `len` bytes of buffer `i` (from its start `off`)
-    /// page piece by page piece, for the CPU or for the device.
+    /// Syncs `len` bytes from `off` page piece by page piece, for the CPU
+    /// or for the device (callers skip it unless `needs_sync`).
     fn sync(&self, off: usize, len: usize, for_cpu: bool) {
-        if !self.needs_sync {
-            return;
-        }
         let (mut at, end) = (off, off + len);
         while at < end {
             let in_page = at % PAGE_SIZE;
@@ -913,10 +910,8 @@ impl LoginBuf {
     ) -> SgeList {
         let p = &self.pages;
         let len = len.min(p.buf_len);
-        // SAFETY: the token is the unique claim of the buffer (`claim`),
-        // which is buffer 0 at the start of `mem` (type invariant of
-        // `DmaPages`), and the device does not read it until the Send
-        // posted after this returns.
+        // SAFETY: the token is the unique claim of buffer 0, at the start
+        // of `mem` (`DmaPages` invariant); no Send reads it until posted.
         let buf = unsafe { core::slice::from_raw_parts_mut(p.base, len) };
         f(buf);
         if p.needs_sync {
