@@ -111,10 +111,33 @@ module_param_named(inject_setup_delay_ms, iser_rs_inject_setup_delay_ms, uint, 0
 MODULE_PARM_DESC(inject_setup_delay_ms, "Test only: delay each connection's setup by this many ms (default: 0)");
 
 /*
- * Live connections, QPs, MRs, PDs and CQs: back to 0 after logout (leak
- * check); [5] counts connections established since load (only grows).
+ * Fault injection for the guest suite (case 056): a device that takes
+ * fewer SGEs per work request than this is made to look as if it took
+ * only this many (receive and send alike), so a connection's setup meets
+ * the refusal of a device too small for the page-backed buffers, which
+ * rxe (32) and siw (6) never reach. 0 (the default): off.
  */
-static atomic_t iser_rs_live[6];
+static unsigned int iser_rs_inject_dev_max_sge;
+module_param_named(inject_dev_max_sge, iser_rs_inject_dev_max_sge, uint, 0644);
+MODULE_PARM_DESC(inject_dev_max_sge, "Test only: report at most this many SGEs per work request for every device (default: 0, off)");
+
+/*
+ * Fault injection for the guest suite (case 056): the Nth page mapping of
+ * a receive or login buffer area from now fails, once (the count then
+ * reads 0), as a mapping error would: nothing is mapped for that page.
+ * ib_dma_mapping_error() never reports one for rxe or siw (virtual DMA),
+ * so only this reaches that path here. 0 (the default): off.
+ */
+static unsigned int iser_rs_inject_dma_map_fail_in;
+module_param_named(inject_dma_map_fail_in, iser_rs_inject_dma_map_fail_in, uint, 0644);
+MODULE_PARM_DESC(inject_dma_map_fail_in, "Test only: fail the Nth buffer page mapping from now, once (default: 0, off)");
+
+/*
+ * Live connections, QPs, MRs, PDs and CQs: back to 0 after logout (leak
+ * check); [5] counts connections established since load (only grows);
+ * [6] DMA-mapped pages of receive and login buffer areas.
+ */
+static atomic_t iser_rs_live[7];
 
 /**
  * iser_rs_live_get() - show a live-object counter (module parameter get)
@@ -143,6 +166,8 @@ module_param_cb(live_cqs, &iser_rs_live_ops, &iser_rs_live[4], 0444);
 MODULE_PARM_DESC(live_cqs, "Live completion queues taken from the CQ pool (read-only)");
 module_param_cb(connects, &iser_rs_live_ops, &iser_rs_live[5], 0444);
 MODULE_PARM_DESC(connects, "RDMA connections established since the module was loaded (read-only)");
+module_param_cb(live_dma_pages, &iser_rs_live_ops, &iser_rs_live[6], 0444);
+MODULE_PARM_DESC(live_dma_pages, "Live DMA-mapped pages of receive and login buffers (read-only)");
 
 /* BH-disabling spinlocks for rust/sys/bhlock.rs; one lockdep class. */
 /**
@@ -520,19 +545,43 @@ void iser_rs_dma_sync_for_device(struct ib_device *dev, u64 addr, size_t len, in
 	ib_dma_sync_single_for_device(dev, addr, len, iser_rs_dir(to_device));
 }
 
+/*
+ * Whether the injected mapping failure (inject_dma_map_fail_in) is this
+ * one: counts the parameter down, and answers true as it reaches 0. A
+ * count that another writer changed meanwhile is left to it.
+ */
+static bool iser_rs_dma_map_injected(void)
+{
+	unsigned int n = READ_ONCE(iser_rs_inject_dma_map_fail_in);
+
+	if (likely(!n))
+		return false;
+	return cmpxchg(&iser_rs_inject_dma_map_fail_in, n, n - 1) == n && n == 1;
+}
+
 /**
  * iser_rs_dma_map_vmalloc_page() - ib_dma_map_page() of one vmalloc page
  * @dev: the RDMA device
  * @addr: a page-aligned address inside a vmalloc area
  * @to_device: non-zero: DMA_TO_DEVICE, else DMA_FROM_DEVICE
+ * @dma: out: the DMA address of the whole page, on success
  *
- * Return: the DMA address of the whole page; check it with
- * iser_rs_dma_mapping_error().
+ * Counted in live_dma_pages until iser_rs_dma_unmap_page().
+ *
+ * Return: 0, or -ENOMEM if the mapping failed (nothing is mapped then).
  */
-u64 iser_rs_dma_map_vmalloc_page(struct ib_device *dev, void *addr, int to_device)
+int iser_rs_dma_map_vmalloc_page(struct ib_device *dev, void *addr, int to_device, u64 *dma)
 {
-	return ib_dma_map_page(dev, vmalloc_to_page(addr), 0, PAGE_SIZE,
-			       iser_rs_dir(to_device));
+	u64 a;
+
+	if (iser_rs_dma_map_injected())
+		return -ENOMEM;
+	a = ib_dma_map_page(dev, vmalloc_to_page(addr), 0, PAGE_SIZE, iser_rs_dir(to_device));
+	if (ib_dma_mapping_error(dev, a))
+		return -ENOMEM;
+	atomic_inc(&iser_rs_live[6]);
+	*dma = a;
+	return 0;
 }
 
 /**
@@ -544,6 +593,7 @@ u64 iser_rs_dma_map_vmalloc_page(struct ib_device *dev, void *addr, int to_devic
 void iser_rs_dma_unmap_page(struct ib_device *dev, u64 addr, int to_device)
 {
 	ib_dma_unmap_page(dev, addr, PAGE_SIZE, iser_rs_dir(to_device));
+	atomic_dec(&iser_rs_live[6]);
 }
 
 /**
@@ -600,11 +650,15 @@ void iser_rs_vmap_range_for_device(void *addr, size_t len)
  * @dev: the RDMA device
  * @recv: non-zero: receive work requests, else send work requests
  *
- * Return: attrs.max_recv_sge or attrs.max_send_sge.
+ * Return: attrs.max_recv_sge or attrs.max_send_sge (at most
+ * inject_dev_max_sge when that is set).
  */
 u32 iser_rs_device_max_sge(struct ib_device *dev, int recv)
 {
-	return recv ? dev->attrs.max_recv_sge : dev->attrs.max_send_sge;
+	u32 n = recv ? dev->attrs.max_recv_sge : dev->attrs.max_send_sge;
+	u32 cap = READ_ONCE(iser_rs_inject_dev_max_sge);
+
+	return cap && cap < n ? cap : n;
 }
 
 /**

@@ -54,7 +54,7 @@ void iser_rs_dma_unmap_single(struct ib_device *dev, u64 addr, size_t len, int t
 int iser_rs_dma_mapping_error(struct ib_device *dev, u64 addr);
 void iser_rs_dma_sync_for_cpu(struct ib_device *dev, u64 addr, size_t len, int to_device);
 void iser_rs_dma_sync_for_device(struct ib_device *dev, u64 addr, size_t len, int to_device);
-u64 iser_rs_dma_map_vmalloc_page(struct ib_device *dev, void *addr, int to_device);
+int iser_rs_dma_map_vmalloc_page(struct ib_device *dev, void *addr, int to_device, u64 *dma);
 void iser_rs_dma_unmap_page(struct ib_device *dev, u64 addr, int to_device);
 void iser_rs_vmap_range_for_cpu(void *addr, size_t len);
 bool iser_rs_dma_page_needs_sync(struct ib_device *dev, u64 addr);

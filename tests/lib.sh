@@ -198,10 +198,11 @@ logout_all() {
     iscsiadm -m node -o delete >/dev/null 2>&1 || true
 }
 
-# live_counts: iser_rs's live connection/QP/MR/PD/CQ counts, one line.
+# live_counts: iser_rs's live connection/QP/MR/PD/CQ counts and its
+# mapped buffer pages, one line.
 live_counts() {
     local p out=
-    for p in live_conns live_qps live_mrs live_pds live_cqs; do
+    for p in live_conns live_qps live_mrs live_pds live_cqs live_dma_pages; do
         out+="$p=$(cat /sys/module/iser_rs/parameters/$p) "
     done
     echo "$out"
@@ -212,7 +213,7 @@ live_counts() {
 wait_live_zero() {
     local i
     for ((i = 0; i < 100; i++)); do
-        [ "$(live_counts)" = "live_conns=0 live_qps=0 live_mrs=0 live_pds=0 live_cqs=0 " ] && return 0
+        [ "$(live_counts)" = "live_conns=0 live_qps=0 live_mrs=0 live_pds=0 live_cqs=0 live_dma_pages=0 " ] && return 0
         sleep 0.1
     done
     return 1

@@ -112,6 +112,8 @@ pub(crate) enum Live {
     /// `connects`: connections established since the module was loaded.
     Connects = 5,
 }
+// `iser_rs_live[6]` (`live_dma_pages`, the mapped pages of receive and
+// login buffer areas) is counted by the C mapping calls themselves.
 
 /// Adds `delta` to the live-object counter `which`.
 pub(crate) fn live_add(which: Live, delta: i64) {

@@ -705,18 +705,22 @@ impl DmaPages {
             n,
         };
         for p in 0..pages {
+            let mut addr = 0u64;
             // SAFETY: `base + p * PAGE_SIZE` is a page of `mem`'s vmalloc
-            // memory (`pages` of them, page-aligned: checked above).
-            let addr = unsafe {
+            // memory (`pages` of them, page-aligned: checked above); `addr`
+            // is a live out pointer.
+            let rc = unsafe {
                 b::iser_rs_dma_map_vmalloc_page(
                     dev.as_ptr(),
                     base.add(p * PAGE_SIZE).cast(),
                     i32::from(to_device),
+                    &mut addr,
                 )
             };
-            // SAFETY: `addr` was just returned by the mapping call for `dev`.
-            if unsafe { b::iser_rs_dma_mapping_error(dev.as_ptr(), addr) } != 0 {
-                // `drop` unmaps the pages mapped so far.
+            if rc != 0 {
+                // Nothing is mapped for this page; `drop` unmaps the pages
+                // mapped so far (case 056 injects this failure at the
+                // first, a middle and the last page of each area).
                 this.dma = dma;
                 return Err(ENOMEM);
             }
@@ -1155,24 +1159,16 @@ impl QpRef {
         if regs.len() > 2 || invs.len() > 2 {
             return Err(EINVAL.into());
         }
-        let mut sg = [b::ib_sge::default(); SEND_SGE_MAX];
-        let mut send = b::ib_send_wr {
-            send_flags: if signaled { SEND_SIGNALED } else { 0 },
-            ..Default::default()
-        };
-        match payload {
+        // Only an inline payload needs SGEs built here; a gathered one is
+        // named in place (`Sge` is laid out as `ib_sge`, asserted at its
+        // definition; the provider only reads the list).
+        let inline_sg: [b::ib_sge; 2];
+        let (sg_list, num_sge, flags) = match payload {
             SendPayload::Sges(sges) => {
                 if sges.len() > SEND_SGE_MAX {
                     return Err(EINVAL.into());
                 }
-                for (d, s) in sg.iter_mut().zip(sges) {
-                    *d = b::ib_sge {
-                        addr: s.addr,
-                        length: s.length,
-                        lkey: s.lkey,
-                    };
-                }
-                send.num_sge = sges.len() as i32;
+                (sges.as_ptr().cast::<b::ib_sge>(), sges.len(), 0)
             }
             SendPayload::Inline(first, second) => {
                 // An inline SGE holds a CPU address: the provider copies
@@ -1184,18 +1180,27 @@ impl QpRef {
                         lkey: 0,
                     })
                 };
-                sg[0] = inline_sge(first)?;
-                send.num_sge = 1;
-                if !second.is_empty() {
-                    sg[1] = inline_sge(second)?;
-                    send.num_sge = 2;
-                }
-                send.send_flags |= b::ib_send_flags_IB_SEND_INLINE as kernel::ffi::c_int;
+                inline_sg = [inline_sge(first)?, inline_sge(second)?];
+                (
+                    inline_sg.as_ptr(),
+                    if second.is_empty() { 1 } else { 2 },
+                    b::ib_send_flags_IB_SEND_INLINE as kernel::ffi::c_int,
+                )
             }
-        }
-        send.__bindgen_anon_1.wr_cqe = cqe.as_ptr();
-        send.sg_list = sg.as_mut_ptr();
-        send.opcode = b::ib_wr_opcode_IB_WR_SEND;
+        };
+        let mut send = b::ib_send_wr {
+            next: core::ptr::null_mut(),
+            __bindgen_anon_1: b::ib_send_wr__bindgen_ty_1 {
+                wr_cqe: cqe.as_ptr(),
+            },
+            // The provider only reads the list (`sg_list` is not const in C).
+            sg_list: sg_list.cast_mut(),
+            // At most SEND_SGE_MAX (3) or 2: checked above.
+            num_sge: num_sge as i32,
+            opcode: b::ib_wr_opcode_IB_WR_SEND,
+            send_flags: flags | if signaled { SEND_SIGNALED } else { 0 },
+            ex: b::ib_send_wr__bindgen_ty_2 { imm_data: 0 },
+        };
         // Only the work requests the chain uses are built (this runs for
         // every command): `reg[..regs.len()]` and `inv[..invs.len()]` are
         // written below before anything points at them.
@@ -1238,9 +1243,10 @@ impl QpRef {
                 },
             });
         }
-        // SAFETY: the chain lives across the call (the provider copies it,
-        // and an inline payload, borrowed for the call, with it); the Cqe,
-        // SGE memory and MRs outlive completion (module docs).
+        // SAFETY: the chain and its SGE lists (`inline_sg`, or the
+        // caller's, borrowed for the call) live across the call, and the
+        // provider copies them, an inline payload with them; the Cqe, SGE
+        // memory and MRs outlive completion (module docs).
         unsafe { self.post_send_chain(next) }
     }
 

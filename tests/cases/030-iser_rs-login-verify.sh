@@ -21,11 +21,13 @@ disk=$(login iser | head -1); [ -n "$disk" ] || { dmesg | tail -30; die "login t
 log "iser_rs disk: $disk ($(cat /sys/block/${disk#/dev/}/size) sectors)"
 iscsiadm -m session -P1 | grep -E "Iface Transport|iSCSI Session State" | sed 's/^/# /'
 # One connection (the discovery one is gone once its session logged out)
-# holds one MR per libiscsi task: MRS = CMDS_MAX = 128.
+# holds one MR per libiscsi task: MRS = CMDS_MAX = 128; and its receive
+# area (145 buffers at a stride of 8,320 bytes: 295 pages) and login send
+# buffer (3 pages) are DMA-mapped page by page: 298.
 for ((i = 0; i < 50; i++)); do [[ "$(live_counts)" == *"live_conns=1 "* ]] && break; sleep 0.1; done
 log "live objects with one session: $(live_counts)"
-[[ "$(live_counts)" == *"live_conns=1 live_qps=1 live_mrs=128 live_pds=1 live_cqs=1 "* ]] ||
-    die "one session: $(live_counts) (expected one connection with 128 MRs)"
+[[ "$(live_counts)" == "live_conns=1 live_qps=1 live_mrs=128 live_pds=1 live_cqs=1 live_dma_pages=298 " ]] ||
+    die "one session: $(live_counts) (expected one connection with 128 MRs and 298 mapped pages)"
 fio_verify "$disk" --rw=randwrite --bs=4k --iodepth=16 || die "fio verify 4k"
 iscsiadm -m session -s | grep -E "cmds_|registrations|invalidations|deferred|err_" | sed 's/^/# /'
 logout_all

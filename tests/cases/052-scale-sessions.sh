@@ -73,6 +73,6 @@ log "fio verify on $n disks clean across the flap; $reconnects reconnects; live:
 [ "$reconnects" -ge "$n" ] || die "$reconnects reconnects for $n sessions"
 [ "$counts1" = "$counts0" ] || die "live counts changed across the flap: $counts0 -> $counts1"
 logout_all
-for ((i = 0; i < 600; i++)); do [ "$(live_counts)" = "live_conns=0 live_qps=0 live_mrs=0 live_pds=0 live_cqs=0 " ] && break; sleep 0.1; done
+for ((i = 0; i < 600; i++)); do [ "$(live_counts)" = "live_conns=0 live_qps=0 live_mrs=0 live_pds=0 live_cqs=0 live_dma_pages=0 " ] && break; sleep 0.1; done
 wait_live_zero || die "live objects after logout: $(live_counts)"
 kmsg_watch_check || die "kernel report"

@@ -30,7 +30,7 @@ echo 4000 > $delay
 iscsiadm -m node -T $TGT_IQN -p $portal -I iser --login >/dev/null 2>&1 && die "logged in although every setup outlasts the login timeout"
 # The last attempt's disconnect waits for its setup (rdma_destroy_id waits
 # for the running handler): give it the delay's 4 s.
-for ((i = 0; i < 100; i++)); do [ "$(live_counts)" = "live_conns=0 live_qps=0 live_mrs=0 live_pds=0 live_cqs=0 " ] && break; sleep 0.1; done
+for ((i = 0; i < 100; i++)); do [ "$(live_counts)" = "live_conns=0 live_qps=0 live_mrs=0 live_pds=0 live_cqs=0 live_dma_pages=0 " ] && break; sleep 0.1; done
 echo 0 > $delay
 logout_all
 wait_live_zero || die "live objects after the failed login: $(live_counts)"
