@@ -12,7 +12,7 @@
 #   (the receive area's second and last page: one page and 294 mapped
 #   before it), 296 and 298 (the login buffer's first and last: the whole
 #   receive area, and it and two pages, mapped before it). Each must fail that
-#   setup ("connection setup failed: Error(12)": ENOMEM), unmap exactly the pages
+#   setup ("connection setup failed: ENOMEM"), unmap exactly the pages
 #   mapped before it (live_dma_pages back to 0: the count is kept by the
 #   mapping calls themselves) and free everything else (every live count
 #   0). iscsid's retry of the login (the failure is injected once) may
@@ -60,10 +60,12 @@ for n in 3 2; do
     [ "$c" -ge 1 ] || die "max_sge $n: no refusal line"
 done
 
+# The setup's error line names ENOMEM (Debian's 7.3) or its number (6.12).
+enomem='connection setup failed: \(ENOMEM\|Error(12)\)'
 # The mapping failure is injected once: iscsid's retry of the login may
 # then succeed; that session must hold exactly one connection's pages.
 for k in 2 295 296 298; do
-    c0=$(kmsg_count "connection setup failed: Error(12)")
+    c0=$(kmsg_count "$enomem")
     echo $k > $par/inject_dma_map_fail_in
     how=failed
     if iscsiadm -m node -T $TGT_IQN -p $portal -I iser --login >/dev/null 2>&1; then
@@ -76,7 +78,7 @@ for k in 2 295 296 298; do
     echo 0 > $par/inject_dma_map_fail_in
     settle "page $k"
     [ "$left" = 0 ] || die "page $k: the injected mapping failure did not happen ($left mappings left)"
-    c=$(($(kmsg_count "connection setup failed: Error(12)") - c0))
+    c=$(($(kmsg_count "$enomem") - c0))
     [ "$c" -ge 1 ] || die "page $k: no setup failure logged"
     log "mapping failure at page $k: setup failed, login $how; live counts 0 after logout"
 done
