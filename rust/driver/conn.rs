@@ -1002,6 +1002,8 @@ impl IserConn {
 
     /// Posts ring buffer `desc`, counted either way (`rx_posted` or
     /// `err_post`); the caller decides what a failure means.
+    // Once per I/O: inlined (bench/README.md, step 13).
+    #[inline(always)]
     fn post_rx(&self, res: &Resources, desc: &WithCqe<RxDesc>) -> Result {
         let r = res.qp.post_recv(desc.cqe(), desc.sges());
         match r {
@@ -1011,6 +1013,8 @@ impl IserConn {
         r
     }
 
+    // Once per I/O: inlined (bench/README.md, step 13).
+    #[inline(always)]
     fn repost(&self, desc: &WithCqe<RxDesc>) {
         if desc.login {
             return;
@@ -1038,6 +1042,8 @@ impl IserConn {
 
     /// Hands a received PDU (BHS and AHS `hdr`, data segment `data`) to
     /// libiscsi and reposts its buffer.
+    // Once per I/O: inlined (bench/README.md, step 13).
+    #[inline(always)]
     pub(crate) fn deliver(&self, conn: Conn, desc: &WithCqe<RxDesc>, hdr: &[u8], data: &[u8]) {
         self.counters.rx_bytes(data.len() as u64);
         if let Err(e) = conn.complete_pdu(hdr, data) {

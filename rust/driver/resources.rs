@@ -91,6 +91,8 @@ impl RxDesc {
     }
 
     /// CPU view of the first `len` bytes received (`Wc::byte_len`).
+    // Once per I/O: inlined (bench/README.md, step 13).
+    #[inline(always)]
     pub(crate) fn received(&self, len: usize) -> &[u8] {
         self.bufs.for_cpu(self.buf, len)
     }
@@ -558,6 +560,8 @@ impl TxPool {
     /// slot now, whose
     /// descriptor is the handle that releases the waiting ones: no slot
     /// free is `ENOBUFS` with nothing posted. Errors as [`TxPool::post`].
+    // Once per I/O: inlined (bench/README.md, step 13).
+    #[inline(always)]
     pub(crate) fn post_inline(
         &self,
         qp: crate::sys::verbs::QpRef,

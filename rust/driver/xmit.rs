@@ -358,6 +358,8 @@ struct Stags {
 /// of the iSER header, BHS and immediate data, from header slot `slot`, or
 /// inline without one (`None`: no immediate data, the QP sends inline);
 /// `data_outs`: unsolicited Data-Out follows.
+// Once per I/O: inlined (bench/README.md, step 11).
+#[inline(always)]
 fn post_command(
     conn: &IserConn,
     res: &Resources,

@@ -106,7 +106,9 @@ pub(crate) trait TransportOps: 'static {
     /// Transmits a task (`xmit_task`).
     fn xmit_task(ep: &Self::Ep, task: Task<'_, Self::TaskData>) -> Result;
     /// Releases a task's transport resources (`cleanup_task`). Process or
-    /// softirq context, possibly under the session's back_lock.
+    /// softirq context, possibly under the session's back_lock. The task's
+    /// data is dropped when this returns, inside the same callback, and
+    /// the next use of the task starts from `new_task`.
     fn cleanup_task(ep: Option<&Self::Ep>, task: Task<'_, Self::TaskData>);
     /// Fresh task data for a task of `ep`'s connection (`alloc_pdu`).
     fn new_task(ep: &Self::Ep) -> Self::TaskData;

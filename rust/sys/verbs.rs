@@ -823,6 +823,8 @@ impl DmaPages {
     /// CPU view of the first `len` bytes of buffer `i` after the device
     /// wrote them (a receive buffer, once its receive completed); empty
     /// for an index past the buffers.
+    // Once per I/O: inlined (bench/README.md, step 13).
+    #[inline(always)]
     pub(crate) fn for_cpu(&self, i: usize, len: usize) -> &[u8] {
         let Some((off, len)) = self.range(i, len) else {
             return &[];
@@ -1148,6 +1150,8 @@ impl QpRef {
     /// `payload`. Only the Send may be signaled (`signaled`); a failing
     /// earlier WR still completes, with an error, to `cqe`. A refused chain
     /// may have been posted in part ([`PostFailed::posted`]).
+    // Once per I/O: inlined (bench/README.md, step 13).
+    #[inline(always)]
     pub(crate) fn post_send(
         self,
         invs: &[u32],
@@ -1257,6 +1261,8 @@ impl QpRef {
     /// `head` and the work requests it links are valid for the call, and
     /// what they name (completion handles, SGE memory, MRs) outlives their
     /// completion.
+    // Once per I/O: inlined (bench/README.md, step 13).
+    #[inline(always)]
     unsafe fn post_send_chain(
         self,
         head: *const b::ib_send_wr,
