@@ -547,16 +547,18 @@ void iser_rs_dma_sync_for_device(struct ib_device *dev, u64 addr, size_t len, in
 
 /*
  * Whether the injected mapping failure (inject_dma_map_fail_in) is this
- * one: counts the parameter down, and answers true as it reaches 0. A
- * count that another writer changed meanwhile is left to it.
+ * one: counts the parameter down, and answers true for the mapping that
+ * takes it from 1 to 0 (concurrent mappings each take one step).
  */
 static bool iser_rs_dma_map_injected(void)
 {
 	unsigned int n = READ_ONCE(iser_rs_inject_dma_map_fail_in);
 
-	if (likely(!n))
-		return false;
-	return cmpxchg(&iser_rs_inject_dma_map_fail_in, n, n - 1) == n && n == 1;
+	do {
+		if (likely(!n))
+			return false;
+	} while (!try_cmpxchg(&iser_rs_inject_dma_map_fail_in, &n, n - 1));
+	return n == 1;
 }
 
 /**

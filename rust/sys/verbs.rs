@@ -692,11 +692,12 @@ impl DmaPages {
             return Err(EINVAL);
         }
         let pages = bytes / PAGE_SIZE;
-        let mut dma = KVVec::with_capacity(pages, GFP_KERNEL)?;
         let mut this = DmaPages {
             _mem: mem,
             base,
-            dma: KVVec::new(),
+            // Every page mapped so far, so that `drop` unmaps them on any
+            // return below.
+            dma: KVVec::with_capacity(pages, GFP_KERNEL)?,
             dev,
             to_device,
             needs_sync: false,
@@ -720,17 +721,21 @@ impl DmaPages {
             if rc != 0 {
                 // Nothing is mapped for this page; `drop` unmaps the pages
                 // mapped so far (case 056 injects this failure at the
-                // first, a middle and the last page of each area).
-                this.dma = dma;
+                // receive area's second and last page and at the login
+                // buffer's first and last).
                 return Err(ENOMEM);
             }
             // SAFETY: `addr` is a live mapping for `dev`, made just above.
             this.needs_sync |= unsafe { b::iser_rs_dma_page_needs_sync(dev.as_ptr(), addr) };
-            // Cannot fail: the capacity is `pages`.
-            dma.push(addr, GFP_KERNEL)?;
+            if this.dma.push(addr, GFP_KERNEL).is_err() {
+                // Cannot happen (the capacity is `pages`); `drop` would not
+                // know this page, so it is unmapped here.
+                // SAFETY: mapped just above, with this device and direction.
+                unsafe { b::iser_rs_dma_unmap_page(dev.as_ptr(), addr, i32::from(to_device)) };
+                return Err(ENOMEM);
+            }
         }
         // INVARIANT: every page of `mem` is mapped, in order.
-        this.dma = dma;
         Ok(this)
     }
 
