@@ -1252,10 +1252,9 @@ impl QpRef {
                 },
             });
         }
-        // SAFETY: the chain and its SGE lists (`inline_sg`, or the
-        // caller's, borrowed for the call) live across the call, and the
-        // provider copies them, an inline payload with them; the Cqe, SGE
-        // memory and MRs outlive completion (module docs).
+        // SAFETY: chain and SGE lists (`inline_sg`, or the caller's borrow)
+        // live across the call, which copies them and any inline payload;
+        // Cqe, SGE memory and MRs outlive completion (module docs).
         unsafe { self.post_send_chain(next) }
     }
 

@@ -21,17 +21,12 @@ import subprocess
 import sys
 
 
-def snap(path):
-    d = collections.Counter()
-    for line in open(path):
-        va, n, k = line.split()
-        d[int(va, 16)] += int(n) * int(k)
-    return d
+from report import load_snap
 
 
 def diff(outdir, tag):
-    pre = snap(f"{outdir}/snap-pre-{tag}.txt")
-    post = snap(f"{outdir}/snap-post-{tag}.txt")
+    pre = load_snap(f"{outdir}/snap-pre-{tag}.txt")
+    post = load_snap(f"{outdir}/snap-post-{tag}.txt")
     return collections.Counter({a: post[a] - pre.get(a, 0) for a in post})
 
 
