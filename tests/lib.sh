@@ -52,6 +52,18 @@ case_cleanup() {
 }
 [ "${ISER_RS_NO_CLEANUP:-0}" = 1 ] || trap case_cleanup EXIT
 die() { echo "# FAIL: $*"; exit "$KSFT_FAIL"; }
+
+# Whether this boot has debug_pagealloc on, as debug_pagealloc_enabled()
+# sees it: asked for on the command line, or on by default in the
+# kernel's configuration (the debug kernel: DEBUG_PAGEALLOC_ENABLE_DEFAULT)
+# and not turned off there. The configuration is read from the kernel's
+# build tree (ISER_RS_KDIR); a kernel without one known counts as off
+# unless the command line asks.
+debug_pagealloc_on() {
+    grep -qw 'debug_pagealloc=on' /proc/cmdline && return 0
+    grep -qw 'debug_pagealloc=off' /proc/cmdline && return 1
+    grep -qx 'CONFIG_DEBUG_PAGEALLOC_ENABLE_DEFAULT=y' "${ISER_RS_KDIR:-/nonexistent}/.config" 2>/dev/null
+}
 skip() { echo "# SKIP: $*"; exit "$KSFT_SKIP"; }
 
 # --- RDMA link -------------------------------------------------------------
