@@ -98,8 +98,8 @@ impl RxDesc {
     }
 }
 
-/// One fast-registration MR of the pool.
-struct MrSlot {
+/// One fast-registration MR of the pool, and its marks.
+pub(crate) struct MrSlot {
     mr: Mr,
     /// Still valid after its last use (registered for local access only,
     /// or a command released without a known-complete invalidation):
@@ -154,41 +154,17 @@ impl MrPool {
         Ok(MrPool { slots })
     }
 
-    /// The MR of the task with libiscsi index `task_index` (`None` past the
-    /// pool: never, as `MRS` bounds the session's tasks).
-    pub(crate) fn for_task(&self, task_index: u32) -> Option<u16> {
+    /// The MR of the task with libiscsi index `task_index`, and its index
+    /// (`None` past the pool: never, as `MRS` bounds the session's tasks).
+    /// Looked up once per command: the slot's methods act on it.
+    pub(crate) fn for_task(&self, task_index: u32) -> Option<(u16, &MrSlot)> {
         let i = u16::try_from(task_index).ok()?;
-        (usize::from(i) < self.slots.len()).then_some(i)
+        Some((i, self.slot(i)?))
     }
 
-    pub(crate) fn mr(&self, i: u16) -> Option<&Mr> {
-        self.slots.get(i as usize).map(|s| &s.mr)
-    }
-
-    /// Records the command that registers MR `i` (before the post).
-    pub(crate) fn set_owner(&self, i: u16, itt: u32, lun: [u8; 8]) {
-        if let Some(s) = self.slots.get(i as usize) {
-            s.tmf_invalidated.store(false, Ordering::Relaxed);
-            s.owner_lun
-                .store(u64::from_ne_bytes(lun), Ordering::Relaxed);
-            // Acquire too: the `dirty` mark `release` left (for the task's
-            // previous command, maybe on another CPU) is seen by
-            // `take_dirty` after this.
-            s.owner_itt
-                .swap(u64::from(itt) << 32 | OWNED, Ordering::AcqRel);
-        }
-    }
-
-    /// The command holding MR `i` let it go (`cleanup`, or a registration
-    /// that failed before its post); `still_valid`: invalidate it before its
-    /// next registration.
-    pub(crate) fn release(&self, i: u16, still_valid: bool) {
-        if let Some(s) = self.slots.get(i as usize) {
-            if still_valid {
-                s.dirty.store(true, Ordering::Relaxed);
-            }
-            s.owner_itt.store(0, Ordering::Release);
-        }
+    /// MR `i` and its marks.
+    pub(crate) fn slot(&self, i: u16) -> Option<&MrSlot> {
+        self.slots.get(usize::from(i))
     }
 
     /// The rkeys of the MRs held by commands in `scope`, each marked as
@@ -211,34 +187,58 @@ impl MrPool {
             Some(s.mr.rkey())
         })
     }
+}
 
-    /// Whether a successful TMF invalidated MR `i` for its current owner.
-    pub(crate) fn tmf_invalidated(&self, i: u16) -> bool {
-        self.slots
-            .get(i as usize)
-            .is_some_and(|s| s.tmf_invalidated.load(Ordering::Relaxed))
+impl MrSlot {
+    pub(crate) fn mr(&self) -> &Mr {
+        &self.mr
     }
 
-    /// A registration of MR `i` was prepared (its key bumped) and never
+    /// Records the command that registers the MR (before the post).
+    pub(crate) fn set_owner(&self, itt: u32, lun: [u8; 8]) {
+        self.tmf_invalidated.store(false, Ordering::Relaxed);
+        self.owner_lun
+            .store(u64::from_ne_bytes(lun), Ordering::Relaxed);
+        // Acquire too: the `dirty` mark `release` left (for the task's
+        // previous command, maybe on another CPU) is seen by `take_dirty`
+        // after this.
+        self.owner_itt
+            .swap(u64::from(itt) << 32 | OWNED, Ordering::AcqRel);
+    }
+
+    /// The command holding the MR let it go (`cleanup`, or a registration
+    /// that failed before its post); `still_valid`: invalidate it before its
+    /// next registration.
+    pub(crate) fn release(&self, still_valid: bool) {
+        if still_valid {
+            self.dirty.store(true, Ordering::Relaxed);
+        }
+        self.owner_itt.store(0, Ordering::Release);
+    }
+
+    /// Whether a successful TMF invalidated the MR for its current owner.
+    pub(crate) fn tmf_invalidated(&self) -> bool {
+        self.tmf_invalidated.load(Ordering::Relaxed)
+    }
+
+    /// A registration of the MR was prepared (its key bumped) and never
     /// posted. If the MR was still valid with `valid_rkey` (its LOCAL_INV
     /// was to lead the failed chain), it gets that key back and stays
     /// marked for invalidation first; otherwise it was free on the device
     /// and the bumped key is harmless. Without this, the next registration
     /// finds the MR valid (REG_MR on a valid MR) or invalidates it with a
     /// key the device never saw: either fails the QP (case 054).
-    pub(crate) fn unwind(&self, i: u16, valid_rkey: Option<u32>) {
-        let (Some(s), Some(rkey)) = (self.slots.get(i as usize), valid_rkey) else {
+    pub(crate) fn unwind(&self, valid_rkey: Option<u32>) {
+        let Some(rkey) = valid_rkey else {
             return;
         };
-        s.mr.restore_key(rkey);
-        s.dirty.store(true, Ordering::Relaxed);
+        self.mr.restore_key(rkey);
+        self.dirty.store(true, Ordering::Relaxed);
     }
 
-    /// Takes the slot's "invalidate first" mark.
-    pub(crate) fn take_dirty(&self, i: u16) -> bool {
-        self.slots
-            .get(i as usize)
-            .is_some_and(|s| s.dirty.swap(false, Ordering::Relaxed))
+    /// Takes the "invalidate first" mark.
+    pub(crate) fn take_dirty(&self) -> bool {
+        self.dirty.swap(false, Ordering::Relaxed)
     }
 }
 

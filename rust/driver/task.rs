@@ -423,13 +423,16 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
     if let (Some(c), [Some(_), _] | [_, Some(_)]) = (conn, mrs) {
         if let Some(res) = c.resources() {
             let release = |i: u16| {
-                let valid = live && !res.mrs.tmf_invalidated(i);
+                let Some(slot_mr) = res.mrs.slot(i) else {
+                    return;
+                };
+                let valid = live && !slot_mr.tmf_invalidated();
                 if valid && !c.qp_flushed() && c.counters.released_valid() == 0 {
                     pr_err!(
                         "STag guarantee broken: a command was released with a valid STag on a live QP (released_valid_stags)\n"
                     );
                 }
-                res.mrs.release(i, valid || local_only);
+                slot_mr.release(valid || local_only);
             };
             // The two slots written out (this runs for every command).
             if let Some(i) = mrs[0] {

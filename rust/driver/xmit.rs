@@ -12,7 +12,7 @@
 
 use super::conn::IserConn;
 use super::limits::{CMD_CHAIN_MAX, HDRS, RX_DATA_LEN};
-use super::resources::{InlineSend, Resources, Signal, TxDesc};
+use super::resources::{InlineSend, MrSlot, Resources, Signal, TxDesc};
 use super::task::{data_sent, deliver_held_tmf, IserTask};
 use crate::proto;
 use crate::proto::task::TaskStags;
@@ -254,7 +254,7 @@ fn send_command(
     let mut read = None;
     let mut write = None;
     let mut inv = None;
-    let mut reg: Option<(u16, RemoteAccess)> = None;
+    let mut reg: Option<(&MrSlot, RemoteAccess)> = None;
     if len > 0 && dir != Dir::None {
         let mapped = task.map_sg(res.dev, dir)?;
         // A write whose data is all unsolicited and contiguous in DMA space
@@ -277,19 +277,17 @@ fn send_command(
         }
         // The task's own MR (`MrPool`): no search, nothing to give back
         // but its marks.
-        let Some((i, mr)) = task
-            .index()
-            .and_then(|t| res.mrs.for_task(t))
-            .and_then(|i| Some((i, res.mrs.mr(i)?)))
-        else {
+        // Looked up once: everything below acts on the slot.
+        let Some((i, slot_mr)) = task.index().and_then(|t| res.mrs.for_task(t)) else {
             return Err(EINVAL);
         };
+        let mr = slot_mr.mr();
         {
             let b = &task.data().ok_or(EINVAL)?.bhs;
             let lun = b.get(8..16).and_then(|l| <[u8; 8]>::try_from(l).ok());
-            res.mrs.set_owner(i, cmd_itt(b), lun.unwrap_or_default());
+            slot_mr.set_owner(cmd_itt(b), lun.unwrap_or_default());
         }
-        if res.mrs.take_dirty(i) {
+        if slot_mr.take_dirty() {
             inv = Some(mr.rkey());
         }
         // A fresh key for every registration: no STag the target saw
@@ -297,8 +295,8 @@ fn send_command(
         mr.bump_key();
         if let Err(e) = mr.map_sg(&mapped) {
             // `unwind` keeps the invalidation mark; `release` adds none.
-            res.mrs.unwind(i, inv);
-            res.mrs.release(i, false);
+            slot_mr.unwind(inv);
+            slot_mr.release(false);
             return Err(e);
         }
         let td = task.data().ok_or(EINVAL)?;
@@ -313,11 +311,11 @@ fn send_command(
                     stag: mr.rkey(),
                     va: mr.iova() + u64::from(unsol),
                 });
-                reg = Some((i, RemoteAccess::Read));
+                reg = Some((slot_mr, RemoteAccess::Read));
             } else {
                 // Fully unsolicited: local access only, never advertised.
                 td.local_only = true;
-                reg = Some((i, RemoteAccess::LocalOnly));
+                reg = Some((slot_mr, RemoteAccess::LocalOnly));
             }
         } else {
             td.mrs[0] = Some(i);
@@ -325,7 +323,7 @@ fn send_command(
                 stag: mr.rkey(),
                 va: mr.iova(),
             });
-            reg = Some((i, RemoteAccess::Write));
+            reg = Some((slot_mr, RemoteAccess::Write));
         }
         conn.counters.registration();
     }
@@ -347,11 +345,11 @@ fn send_command(
 /// What `send_command` registered for a command: the STags to advertise,
 /// an invalidation to lead the chain, and the registration to post.
 #[derive(Default)]
-struct Stags {
+struct Stags<'a> {
     read: Option<proto::iser_hdr::StagVa>,
     write: Option<proto::iser_hdr::StagVa>,
     inv: Option<u32>,
-    reg: Option<(u16, RemoteAccess)>,
+    reg: Option<(&'a MrSlot, RemoteAccess)>,
 }
 
 /// Sends the command PDU of a prepared task: [local inv] → [REG_MR] → Send
@@ -371,7 +369,7 @@ fn post_command(
         write,
         inv,
         reg,
-    }: Stags,
+    }: Stags<'_>,
 ) -> Result<Option<(u64, u32)>> {
     let imm = task.imm_count();
     let hdr_len = task.hdr_len().min(BHS_LEN);
@@ -408,7 +406,10 @@ fn post_command(
             };
         }
     }
-    let reg_req = reg.and_then(|(i, access)| res.mrs.mr(i).map(|mr| RegReq { mr, access }));
+    let reg_req = reg.map(|(slot_mr, access)| RegReq {
+        mr: slot_mr.mr(),
+        access,
+    });
     let regs = reg_req.as_slice();
     let invs = inv.as_slice();
     // Everything the response path reads is in place before the post: the
@@ -487,8 +488,8 @@ fn post_command(
         // local-only registration that never happened must not mark it
         // for invalidation (a LOCAL_INV with a key the device never saw
         // fails the QP: case 054).
-        if let Some((i, _)) = reg {
-            res.mrs.unwind(i, inv);
+        if let Some((slot_mr, _)) = reg {
+            slot_mr.unwind(inv);
         }
         return Err(e.err);
     }
