@@ -608,8 +608,9 @@ void iser_rs_dma_unmap_page(struct ib_device *dev, u64 addr, int to_device)
  * buffers), or if the architecture's vmalloc aliases need the
  * iser_rs_vmap_range_*() flushes; false for a software device (rxe,
  * siw) and for coherent DMA on x86 and arm64. True also in a boot with
- * debug_pagealloc on, so that the suite's boot with it (the peer cases
- * of make check) runs the page-piece syncs that rxe and siw do not need.
+ * debug_pagealloc on (the suite's boot of the peer cases, and the debug
+ * kernel, where it is on by default), so that the page-piece syncs that
+ * rxe and siw do not need run there.
  */
 bool iser_rs_dma_page_needs_sync(struct ib_device *dev, u64 addr)
 {

@@ -54,15 +54,22 @@ case_cleanup() {
 die() { echo "# FAIL: $*"; exit "$KSFT_FAIL"; }
 
 # Whether this boot has debug_pagealloc on, as debug_pagealloc_enabled()
-# sees it: asked for on the command line, or on by default in the
-# kernel's configuration (the debug kernel: DEBUG_PAGEALLOC_ENABLE_DEFAULT)
-# and not turned off there. The configuration is read from the kernel's
-# build tree (ISER_RS_KDIR); a kernel without one known counts as off
-# unless the command line asks.
+# sees it: the kernel has DEBUG_PAGEALLOC, and the last debug_pagealloc=
+# on the command line says so (the kernel's kstrtobool: 1/y/t/on... or
+# 0/n/f/off...), or, with none it understands, the configuration has it
+# on by default (the debug kernel: DEBUG_PAGEALLOC_ENABLE_DEFAULT). The
+# configuration is read from the kernel's build tree (ISER_RS_KDIR); a
+# kernel without one known (Debian's, which leaves DEBUG_PAGEALLOC out)
+# counts as off.
 debug_pagealloc_on() {
-    grep -qw 'debug_pagealloc=on' /proc/cmdline && return 0
-    grep -qw 'debug_pagealloc=off' /proc/cmdline && return 1
-    grep -qx 'CONFIG_DEBUG_PAGEALLOC_ENABLE_DEFAULT=y' "${ISER_RS_KDIR:-/nonexistent}/.config" 2>/dev/null
+    local cfg=${ISER_RS_KDIR:-/nonexistent}/.config v
+    grep -qx 'CONFIG_DEBUG_PAGEALLOC=y' "$cfg" 2>/dev/null || return 1
+    v=$(tr ' ' '\n' < /proc/cmdline | sed -n 's/^debug_pagealloc=//p' | tail -n 1)
+    case $v in
+        [yYtT1]* | [oO][nN]*) return 0 ;;
+        [nNfF0]* | [oO][fF]*) return 1 ;;
+    esac
+    grep -qx 'CONFIG_DEBUG_PAGEALLOC_ENABLE_DEFAULT=y' "$cfg"
 }
 skip() { echo "# SKIP: $*"; exit "$KSFT_SKIP"; }
 

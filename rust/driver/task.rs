@@ -396,7 +396,7 @@ pub(crate) fn data_sent(itt: u32, cookie: u64, conn: &IserConn) {
 ///
 /// By the time libiscsi releases a command its STags are dead on every
 /// path: invalidated by its response's rules, by the local invalidations
-/// of a successful TMF covering it (`MrPool::tmf_invalidated`), or
+/// of a successful TMF covering it (`MrSlot::tmf_invalidated`), or
 /// unreachable because the connection's QP is flushed (its own PD: no other
 /// QP can use them) or destroyed. A release that finds an STag valid on a
 /// live QP breaks that rule: it is counted (`released_valid_stags`, which
