@@ -493,6 +493,24 @@ impl TxPool {
         owner: Option<(u32, u64)>,
         counters: &Counters,
     ) -> core::result::Result<(), PostFailed> {
+        self.post_inlined(qp, invs, regs, slot, payload, signal, owner, counters)
+    }
+
+    /// [`TxPool::post`] inlined into its caller: the post of a command PDU
+    /// with a header slot, once per such I/O (bench/README.md, step 16).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn post_inlined(
+        &self,
+        qp: crate::sys::verbs::QpRef,
+        invs: &[u32],
+        regs: &[RegReq<'_>],
+        slot: SlotToken<'_>,
+        payload: SendPayload<'_>,
+        signal: Signal,
+        owner: Option<(u32, u64)>,
+        counters: &Counters,
+    ) -> core::result::Result<(), PostFailed> {
         // A token dropped on the error paths below releases its slot.
         let Some(d) = self.descs.get(slot.index() as usize) else {
             return Err(EINVAL.into());

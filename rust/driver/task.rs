@@ -410,7 +410,6 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
     // (`on_command`), and the task's next command starts from
     // `IserTask::new` (`TransportOps::cleanup_task`). The mapping is taken
     // out to be dropped last, after the MRs are released.
-    let live = td.stags.as_ref().is_some_and(|s| !s.no_live_stags());
     let local_only = td.local_only;
     let mrs = td.mrs;
     let held = td.deferred;
@@ -421,6 +420,9 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
         c.return_rx(rx);
     }
     if let (Some(c), [Some(_), _] | [_, Some(_)]) = (conn, mrs) {
+        // Only a command that holds an MR can hold a live STag: the rules
+        // are asked here, not for the unregistered write.
+        let live = td.stags.as_ref().is_some_and(|s| !s.no_live_stags());
         if let Some(res) = c.resources() {
             let release = |i: u16| {
                 let Some(slot_mr) = res.mrs.slot(i) else {

@@ -437,7 +437,7 @@ fn post_command(
         SendPayload::Inline(&padded, &[])
     };
     let posted = match slot {
-        Some(slot) => res.tx.post(
+        Some(slot) => res.tx.post_inlined(
             res.qp,
             invs,
             regs,
