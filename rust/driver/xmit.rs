@@ -102,8 +102,12 @@ fn write_hdr_slot(
         *h = *iser;
         if let Some((b, _)) = rest.split_first_chunk_mut::<BHS_LEN>() {
             *b = *bhs;
-            if let Some(past) = b.get_mut(hdr_len..) {
-                past.fill(0);
+            // A whole BHS (every command PDU libiscsi builds) skips the
+            // call `fill` makes even for nothing (step 17).
+            if hdr_len < BHS_LEN {
+                if let Some(past) = b.get_mut(hdr_len..) {
+                    past.fill(0);
+                }
             }
         }
     })
