@@ -111,6 +111,17 @@ module_param_named(inject_setup_delay_ms, iser_rs_inject_setup_delay_ms, uint, 0
 MODULE_PARM_DESC(inject_setup_delay_ms, "Test only: delay each connection's setup by this many ms (default: 0)");
 
 /*
+ * Fault injection for the guest suite (case 045): the receive path holds
+ * each Logout Response this long and hands it on from process context
+ * (login_rsp_work), so the target's disconnect that follows the response
+ * is handled first, as it is when rdma_cm's event work runs before the
+ * CQ's softirq handled the receive. 0 (the default): off.
+ */
+unsigned int iser_rs_inject_logout_rsp_delay_ms;
+module_param_named(inject_logout_rsp_delay_ms, iser_rs_inject_logout_rsp_delay_ms, uint, 0644);
+MODULE_PARM_DESC(inject_logout_rsp_delay_ms, "Test only: hold each received Logout Response this many ms before handling it (default: 0)");
+
+/*
  * Fault injection for the guest suite (case 056): a device that takes
  * fewer SGEs per work request than this is made to look as if it took
  * only this many (receive and send alike), so a connection's setup meets
@@ -993,17 +1004,34 @@ struct delayed_work *iser_rs_to_delayed_work(struct work_struct *work)
 	return to_delayed_work(work);
 }
 
+/* Serialises the look at a pending item's time with its change. */
+static DEFINE_SPINLOCK(iser_rs_delayed_work_lock);
+
 /**
  * iser_rs_delayed_work_queue() - queue_delayed_work() on system_percpu_wq
  *	(the per-CPU system workqueue that replaces system_wq; 7.x warns of a
- *	work item queued on system_wq)
+ *	work item queued on system_wq), the earliest time winning
  * @dw: an initialised work item
- * @delay_ms: at least this long from now (rounded up to a jiffy); a work
- *	item already pending keeps its time
+ * @delay_ms: this long from now (rounded up to a jiffy); a work item
+ *	already pending for a later time is moved to this one, one pending
+ *	for an earlier time (or queued to run now) keeps it
+ *
+ * Any context but hardirq. Several callers each wanting the handler to
+ * run by their own time (one work item serves several deadlines) get the
+ * earliest, best effort: a timer that fires during the look is queued
+ * again for @delay_ms, so the handler checks each deadline and schedules
+ * again for what is left.
  */
 void iser_rs_delayed_work_queue(struct delayed_work *dw, unsigned int delay_ms)
 {
-	queue_delayed_work(system_percpu_wq, dw, delay_ms ? msecs_to_jiffies(delay_ms) : 0);
+	unsigned long delay = delay_ms ? msecs_to_jiffies(delay_ms) : 0;
+	unsigned long flags;
+
+	spin_lock_irqsave(&iser_rs_delayed_work_lock, flags);
+	if (!queue_delayed_work(system_percpu_wq, dw, delay) && timer_pending(&dw->timer) &&
+	    time_after(READ_ONCE(dw->timer.expires), jiffies + delay))
+		mod_delayed_work(system_percpu_wq, dw, delay);
+	spin_unlock_irqrestore(&iser_rs_delayed_work_lock, flags);
 }
 
 /**

@@ -19,7 +19,10 @@
 //!   path held while a `send_pdu` call was in progress or its caller had
 //!   not slept since (see [`IserConn::login_window_open`]; `login_caller`,
 //!   a plain spinlock, process context only), acts on a HelloReply's
-//!   verdict, and
+//!   verdict, judges a disconnect that came before its Logout Response
+//!   once the grace for that response ends
+//!   ([`IserConn::disconnect_judgement_due`]), delivers a Logout Response
+//!   held by fault injection, and
 //!   reports a connection iscsid did not stop after its successful logout
 //!   ([`IserConn::logout_deadline`]); cancelled at stop and disconnect,
 //!   and for good when the connection drops it (its first field): a late
@@ -111,6 +114,17 @@ const LOGIN_CALLER_WAIT_MAX_MS: u64 = 2_000;
 /// its Logout to the response), ample for a live iscsid.
 const LOGOUT_STOP_DEADLINE_MS: u32 = 15_000;
 
+/// A disconnect that arrives with a Logout request out and its response
+/// not yet handled is judged when the response is handled, or this long
+/// after the disconnect if none is. The target sends the response before
+/// it disconnects, and the two reach this host by different paths with no
+/// order between them (a receive completion in the CQ's softirq, an event
+/// in rdma_cm's work): the response, already received, is handled within
+/// a softirq run, milliseconds even under TCG. 2 s is far above that and
+/// far below open-iscsi's 15 s logout timeout, within which a Logout that
+/// goes unanswered is reported to iscsid.
+const LOGOUT_RSP_GRACE_MS: u32 = 2_000;
+
 /// The caller of the last `send_pdu` call (`IserConn::login_caller`).
 struct LoginCaller {
     /// That call's task; `None` once seen asleep, or none yet.
@@ -124,7 +138,9 @@ struct LoginCaller {
 #[pin_data]
 pub(crate) struct IserConn {
     /// Delivers a Login or Text Response held by the receive path
-    /// (`login_rsp_held`), acts on a HelloReply's verdict, and runs the
+    /// (`login_rsp_held`), acts on a HelloReply's verdict, judges a
+    /// deferred disconnect (`disconnect_judge_due`), delivers a Logout
+    /// Response held by fault injection (`logout_rsp_held`), and runs the
     /// logout deadline (`logout_stop_due`). First field: dropped (cancelled, waiting for a
     /// running handler) before any field the handler reads.
     #[pin]
@@ -184,7 +200,8 @@ pub(crate) struct IserConn {
     flushed: AtomicBool,
     /// A failure was reported (`conn_error`): receives are dropped.
     failed: AtomicBool,
-    /// A Logout Response arrived: the target's disconnect that follows is
+    /// A Logout Response was handled (the receive path got it, or
+    /// `login_rsp_work` took a held one): the target's disconnect that follows is
     /// the end of a logout (or of a discovery session), not a lost link,
     /// and is logged as such.
     logged_out: AtomicBool,
@@ -198,6 +215,20 @@ pub(crate) struct IserConn {
     /// by then (`logout_deadline`); `LOGOUT_DEADLINE_DONE` once reported.
     /// Armed once, by `end_after_logout`.
     logout_stop_due: AtomicU64,
+    /// A Logout request was posted on this connection (`logout_requested`).
+    logout_sent: AtomicBool,
+    /// 0, or when (`params::now_ms`) a disconnect that arrived before the
+    /// Logout Response was handled is judged as lost if no response was
+    /// handled by then (`defer_disconnect`); whoever swaps it to 0 (the
+    /// receive path handling the response, or `login_rsp_work` at that
+    /// time) judges the disconnect (`judge_disconnect`), once.
+    disconnect_judge_due: AtomicU64,
+    /// Fault injection (`inject_logout_rsp_delay_ms`, case 045): 0, or
+    /// `HELD_RSP` plus the ring entry (bits 32..48) and length (bits 0..32)
+    /// of a Logout Response the receive path holds, until
+    /// `logout_rsp_due` (`params::now_ms`), for `login_rsp_work` to handle.
+    logout_rsp_held: AtomicU64,
+    logout_rsp_due: AtomicU64,
     /// The iSER Hello exchange (module parameter `hello`): `HELLO_SENT`
     /// plus the iSER-IRD the Hello declared while its HelloReply is
     /// awaited; 0 when none is. Set by the ESTABLISHED handler, taken by
@@ -251,6 +282,10 @@ impl IserConn {
                 logged_out: AtomicBool::new(false),
                 logout_ok: AtomicBool::new(false),
                 logout_stop_due: AtomicU64::new(0),
+                logout_sent: AtomicBool::new(false),
+                disconnect_judge_due: AtomicU64::new(0),
+                logout_rsp_held: AtomicU64::new(0),
+                logout_rsp_due: AtomicU64::new(0),
                 hello_sent: AtomicU32::new(0),
                 hello_verdict: AtomicI32::new(0),
                 login_tx_user: AtomicU32::new(u32::MAX),
@@ -796,8 +831,8 @@ impl IserConn {
         true
     }
 
-    /// The connection stops or goes away: a held Login or Text Response is
-    /// dropped, not delivered (process context; waits for a running
+    /// The connection stops or goes away: a held Login, Text or Logout
+    /// Response is dropped, not delivered (process context; waits for a running
     /// delivery).
     pub(crate) fn drop_held_login_rsp(&self) {
         self.login_rsp_work.cancel_sync();
@@ -805,6 +840,7 @@ impl IserConn {
         drop(task);
         self.login_window.store(false, Ordering::SeqCst);
         self.login_rsp_held.store(0, Ordering::SeqCst);
+        self.logout_rsp_held.store(0, Ordering::SeqCst);
     }
 
     /// Receive path (softirq): holds the Login or Text Response in `desc`
@@ -874,7 +910,142 @@ impl IserConn {
         if ok {
             self.logout_ok.store(true, Ordering::Release);
         }
-        self.logged_out.store(true, Ordering::Release);
+        // SeqCst, against `defer_disconnect`'s store and look (one of the
+        // two sees the other).
+        self.logged_out.store(true, Ordering::SeqCst);
+    }
+
+    /// A Logout request is about to be posted (`xmit_mgmt`, process
+    /// context): a disconnect from now on may be the end of that logout.
+    pub(crate) fn logout_requested(&self) {
+        self.logout_sent.store(true, Ordering::SeqCst);
+    }
+
+    /// The Logout Response was handed to libiscsi (receive path, or
+    /// `login_rsp_work` for a held one): a disconnect that came first and
+    /// waits for it is judged now.
+    pub(crate) fn logout_rsp_delivered(&self) {
+        if self.disconnect_judge_due.swap(0, Ordering::SeqCst) != 0 {
+            self.judge_disconnect();
+        }
+    }
+
+    /// The disconnect (CM handler): true if a Logout request is out and its
+    /// response not yet handled, so the disconnect is judged later (by
+    /// `logout_rsp_delivered`, or by `disconnect_judgement_due` after
+    /// `LOGOUT_RSP_GRACE_MS`); false: judge it now (also when the response
+    /// was handled meanwhile).
+    fn defer_disconnect(&self) -> bool {
+        if !self.logout_sent.load(Ordering::SeqCst) || self.logged_out.load(Ordering::SeqCst) {
+            return false;
+        }
+        let due = crate::sys::params::now_ms() + u64::from(LOGOUT_RSP_GRACE_MS);
+        self.disconnect_judge_due.store(due, Ordering::SeqCst);
+        // The response may have been handled between the look above and
+        // the store, finding nothing to judge: take the judgement back
+        // (the receive path may have taken it already, and judges).
+        if self.logged_out.load(Ordering::SeqCst) {
+            return self.disconnect_judge_due.swap(0, Ordering::SeqCst) == 0;
+        }
+        // The earliest of the work's times wins (`DelayedWork::schedule`,
+        // best effort: a run may come late by a jiffy or early): it runs by
+        // the grace's end, and a run before it schedules again for the rest.
+        self.login_rsp_work.schedule(LOGOUT_RSP_GRACE_MS);
+        true
+    }
+
+    /// `login_rsp_work`: a deferred disconnect whose Logout Response was not
+    /// handled within `LOGOUT_RSP_GRACE_MS` is judged (as a lost
+    /// connection). The work may run earlier for other reasons: then it is
+    /// scheduled again for the rest.
+    pub(crate) fn disconnect_judgement_due(&self) {
+        let due = self.disconnect_judge_due.load(Ordering::SeqCst);
+        if due == 0 {
+            return;
+        }
+        let now = crate::sys::params::now_ms();
+        if now < due {
+            let left = (due - now).min(u64::from(LOGOUT_RSP_GRACE_MS));
+            self.login_rsp_work.schedule(left as u32);
+            return;
+        }
+        if self
+            .disconnect_judge_due
+            .compare_exchange(due, 0, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.judge_disconnect();
+        }
+    }
+
+    /// A deferred disconnect, judged once: the end of a successful logout,
+    /// or a lost connection (the Logout unanswered, or refused). Nothing
+    /// is reported once `stop_conn` stopped the connection. Softirq, or
+    /// process context (`login_rsp_work`).
+    fn judge_disconnect(&self) {
+        if self.drained.load(Ordering::Acquire) {
+            return;
+        }
+        if self.end_after_logout() {
+            pr_info!("disconnected after logout\n");
+        } else {
+            pr_warn!(
+                "connection lost (disconnected, the Logout {})\n",
+                if self.logged_out.load(Ordering::Acquire) {
+                    "refused"
+                } else {
+                    "unanswered"
+                }
+            );
+            self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
+        }
+    }
+
+    /// Fault injection (`inject_logout_rsp_delay_ms`, case 045; receive
+    /// path, softirq): holds the Logout Response in ring entry `index`
+    /// (`len` bytes) for that many ms if set; false: handle it now.
+    pub(crate) fn hold_logout_rsp(&self, index: u16, len: u32) -> bool {
+        let ms = crate::sys::params::param_inject_logout_rsp_delay_ms();
+        if ms == 0 || self.drained.load(Ordering::Acquire) {
+            return false;
+        }
+        self.logout_rsp_due.store(
+            crate::sys::params::now_ms() + u64::from(ms),
+            Ordering::SeqCst,
+        );
+        self.logout_rsp_held.store(
+            HELD_RSP | (u64::from(index) << 32) | u64::from(len),
+            Ordering::SeqCst,
+        );
+        pr_info!(
+            "test: Logout Response held {} ms (inject_logout_rsp_delay_ms)\n",
+            ms
+        );
+        self.login_rsp_work.schedule(ms);
+        true
+    }
+
+    /// The held Logout Response's ring entry and length, once its time
+    /// came (`login_rsp_work`, process context); not yet: the work is
+    /// scheduled again for the rest.
+    pub(crate) fn take_held_logout_rsp(&self) -> Option<(u16, u32)> {
+        if self.logout_rsp_held.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
+        let now = crate::sys::params::now_ms();
+        let due = self.logout_rsp_due.load(Ordering::SeqCst);
+        if now < due {
+            self.login_rsp_work
+                .schedule((due - now).min(u64::from(u32::MAX)) as u32);
+            return None;
+        }
+        let held = self.logout_rsp_held.swap(0, Ordering::SeqCst);
+        // Stopped meanwhile (`stop_conn`): dropped, as the receive path
+        // would drop it; the ring entry goes with the resources.
+        if held & HELD_RSP == 0 || self.drained.load(Ordering::Acquire) {
+            return None;
+        }
+        Some((((held >> 32) & 0xffff) as u16, (held & 0xffff_ffff) as u32))
     }
 
     /// The QP's end after a successful logout (the target's disconnect,
@@ -1169,7 +1340,7 @@ const HELLO_SENT: u32 = 1 << 31;
 /// `hello_verdict`: the HelloReply was accepted.
 const HELLO_ACCEPTED: i32 = 1;
 
-/// `login_rsp_held`: a response is held.
+/// `login_rsp_held`, `logout_rsp_held`: a response is held.
 const HELD_RSP: u64 = 1 << 63;
 /// `login_rsp_held`: it is in the login buffer (else in ring entry `index`).
 const HELD_IN_LOGIN_BUF: u64 = 1 << 62;
@@ -1269,7 +1440,15 @@ impl CmHandler for IserConn {
                 // `stop_conn` (quiesce) disconnected first: the end libiscsi
                 // asked for (a discovery session ends so), nothing lost.
                 let stopping = self.drained.load(Ordering::Acquire);
-                if self.logged_out.load(Ordering::Acquire) {
+                // A Logout out and its response not handled yet (it may be
+                // in the CQ still): judged when it is (case 045).
+                let deferred = !stopping && self.defer_disconnect();
+                if deferred {
+                    pr_info!(
+                        "disconnected before its Logout Response was handled: judged then, or in {} ms\n",
+                        LOGOUT_RSP_GRACE_MS
+                    );
+                } else if self.logged_out.load(Ordering::Acquire) {
                     pr_info!("disconnected after logout\n");
                 } else if stopping {
                     iser_dbg!("disconnected: the connection was stopped\n");
@@ -1281,7 +1460,7 @@ impl CmHandler for IserConn {
                 } else {
                     self.set_state(State::Down, None);
                 }
-                if !stopping && !self.end_after_logout() {
+                if !stopping && !deferred && !self.end_after_logout() {
                     self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
                 }
             }

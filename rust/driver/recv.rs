@@ -3,8 +3,9 @@
 //! CQ) is validated by the protocol core, routed by opcode (a SCSI or TMF
 //! Response through the STag rules of `task.rs`, a Login or Text Response
 //! through the login window of `conn.rs`) and handed to libiscsi; and the
-//! delayed delivery of a held Login or Text Response (`login_rsp_work`,
-//! process context with BH off).
+//! delayed delivery of a held Login or Text Response, or of a Logout
+//! Response held by fault injection (`login_rsp_work`, process context
+//! with BH off).
 
 use super::conn::IserConn;
 use super::limits::RX_DATA_LEN;
@@ -87,6 +88,9 @@ fn rx_done(conn: &IserConn, desc: &WithCqe<RxDesc>, wc: &Wc<'_>) {
         return;
     }
     if let proto::bhs::TargetHeader::LogoutResponse(l) = &pdu.header {
+        if !desc.login && conn.hold_logout_rsp(desc.index, wc.byte_len()) {
+            return;
+        }
         // Response 0: connection or session closed successfully (RFC 7143
         // §11.15.1).
         conn.logout_answered(l.response == 0);
@@ -109,6 +113,9 @@ fn rx_done(conn: &IserConn, desc: &WithCqe<RxDesc>, wc: &Wc<'_>) {
         }
     }
     conn.complete(iscsi, desc, msg, &pdu);
+    if pdu.opcode == proto::bhs::OP_LOGOUT_RSP {
+        conn.logout_rsp_delivered();
+    }
 }
 
 /// A SCSI Response (BHS and AHS `hdr`, data segment `data`) through the
@@ -156,16 +163,24 @@ fn rx_context(login_phase: bool) -> proto::bhs::RxContext {
 }
 
 impl DelayedWorkHandler for IserConn {
-    /// `login_rsp_work`: acts on a HelloReply's verdict; once the last
-    /// `send_pdu` caller slept, closes the login window and delivers the
-    /// held Login or Text Response, as the receive path would have (BH off, as
-    /// libiscsi's receive entry point expects; inside the RCU section
-    /// that implies for the resources).
+    /// `login_rsp_work`: acts on a HelloReply's verdict; judges a
+    /// disconnect whose grace for the Logout Response ended, then delivers
+    /// a held Logout Response (fault injection) once its time came; once
+    /// the last `send_pdu` caller
+    /// slept, closes the login window and delivers the held Login or Text
+    /// Response, as the receive path would have.
     fn run(this: &IserConn) {
-        // Scheduled by the receive path for a HelloReply, and after a
-        // successful logout's disconnect, too.
+        // Scheduled by the receive path for a HelloReply or a held Logout
+        // Response, by a disconnect that came before its Logout Response,
+        // and after a successful logout's disconnect, too.
         this.logout_deadline();
         this.finish_hello();
+        // A disconnect's grace first: a Logout Response held past it (fault
+        // injection) comes too late, as one received after it would.
+        this.disconnect_judgement_due();
+        if let Some((index, len)) = this.take_held_logout_rsp() {
+            deliver_held(this, false, index, len, false);
+        }
         // The window stays open until the last send_pdu caller slept.
         if !this.login_caller_done() {
             return;
@@ -173,29 +188,52 @@ impl DelayedWorkHandler for IserConn {
         let Some(held) = this.take_held_login_rsp() else {
             return;
         };
-        with_bh_disabled(|| {
-            if this.has_failed() {
-                this.counters.rx_dropped();
-                return;
-            }
-            let Some(iscsi) = this.iscsi.get() else {
-                return;
-            };
-            let Some(res) = this.resources() else { return };
-            let desc = if held.in_login_buf {
-                &*res.login_rx
-            } else {
-                match res.rx.get(usize::from(held.index)) {
-                    Some(d) => d,
-                    None => return,
-                }
-            };
-            let msg = desc.received(held.len as usize);
-            let ctx = rx_context(held.login_phase);
-            match proto::bhs::parse_received_send(msg, &ctx) {
-                Ok(pdu) => this.complete(iscsi, desc, msg, &pdu),
-                Err(e) => this.proto_error(e),
-            }
-        });
+        deliver_held(
+            this,
+            held.in_login_buf,
+            held.index,
+            held.len,
+            held.login_phase,
+        );
     }
+}
+
+/// Delivers the response held in the login buffer (`in_login_buf`) or in
+/// ring entry `index`, `len` bytes, as the receive path would have (BH
+/// off, as libiscsi's receive entry point expects; inside the RCU section
+/// that implies for the resources). `login_phase`: it was parsed as a
+/// login-phase PDU when it arrived. Process context (`login_rsp_work`).
+fn deliver_held(this: &IserConn, in_login_buf: bool, index: u16, len: u32, login_phase: bool) {
+    with_bh_disabled(|| {
+        if this.has_failed() {
+            this.counters.rx_dropped();
+            return;
+        }
+        let Some(iscsi) = this.iscsi.get() else {
+            return;
+        };
+        let Some(res) = this.resources() else { return };
+        let desc = if in_login_buf {
+            &*res.login_rx
+        } else {
+            match res.rx.get(usize::from(index)) {
+                Some(d) => d,
+                None => return,
+            }
+        };
+        let msg = desc.received(len as usize);
+        let ctx = rx_context(login_phase);
+        match proto::bhs::parse_received_send(msg, &ctx) {
+            Ok(pdu) => {
+                if let proto::bhs::TargetHeader::LogoutResponse(l) = &pdu.header {
+                    this.logout_answered(l.response == 0);
+                }
+                this.complete(iscsi, desc, msg, &pdu);
+                if pdu.opcode == proto::bhs::OP_LOGOUT_RSP {
+                    this.logout_rsp_delivered();
+                }
+            }
+            Err(e) => this.proto_error(e),
+        }
+    });
 }

@@ -525,6 +525,9 @@ fn xmit_mgmt(conn: &IserConn, res: &Resources, mut task: Task<'_, IserTask>) -> 
     if bhs[0] & 0x3f == proto::bhs::OP_TMF_REQ {
         conn.tmf.record(&bhs[..24], slot.index());
     }
+    if bhs[0] & proto::bhs::OPCODE_MASK == proto::bhs::OP_LOGOUT_REQ {
+        conn.logout_requested();
+    }
     if !is_login && data_len == 0 {
         let h = write_hdr_slot(&res.tx.slots, &mut slot, &iser, &bhs, hdr_len, res.lkey);
         return Ok(res.tx.post(

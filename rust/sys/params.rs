@@ -59,6 +59,13 @@ pub(crate) fn param_inject_send_pdu_delay_ms() -> u32 {
     unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_inject_send_pdu_delay_ms)) }
 }
 
+/// The `inject_logout_rsp_delay_ms` fault-injection parameter (0644; 0: off).
+pub(crate) fn param_inject_logout_rsp_delay_ms() -> u32 {
+    // SAFETY: an aligned u32 module parameter; a concurrent sysfs write
+    // stores a whole word.
+    unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_inject_logout_rsp_delay_ms)) }
+}
+
 /// The `inject_send_pdu_busy_ms` fault-injection parameter (0644; 0: off).
 pub(crate) fn param_inject_send_pdu_busy_ms() -> u32 {
     // SAFETY: an aligned u32 module parameter; a concurrent sysfs write

@@ -80,7 +80,10 @@ impl<T: HasDelayedWork> DelayedWork<T> {
     }
 
     /// Runs the handler `delay_ms` from now (0: as soon as possible), or
-    /// at the time already set if the item is pending. Any context.
+    /// at the time already set if the item is pending for an earlier one
+    /// (the earliest wins, best effort: a run may come a jiffy late or
+    /// early, so a handler serving several deadlines checks each and
+    /// schedules again for what is left). Any context.
     pub(crate) fn schedule(&self, delay_ms: u32) {
         // SAFETY: initialised (type invariant); queueing is allowed from
         // any context.

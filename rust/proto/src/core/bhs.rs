@@ -44,6 +44,8 @@ pub const OPCODE_MASK: u8 = 0x3f;
 pub const FLAG_FINAL: u8 = 0x80;
 /// Task Management Function Request (initiator opcode, RFC 7143 §11.5).
 pub const OP_TMF_REQ: u8 = 0x02;
+/// Logout Request (initiator opcode, RFC 7143 §11.14).
+pub const OP_LOGOUT_REQ: u8 = 0x06;
 
 /// NOP-In (RFC 7143 §11.19).
 pub const OP_NOOP_IN: u8 = 0x20;
