@@ -954,6 +954,19 @@ impl IserConn {
         true
     }
 
+    /// Whether `due` (`params::now_ms`) has come, for a step of
+    /// `login_rsp_work`; if not, the work is scheduled again for the rest
+    /// (at most `max_ms`).
+    fn work_due(&self, due: u64, max_ms: u32) -> bool {
+        let now = crate::sys::params::now_ms();
+        if now >= due {
+            return true;
+        }
+        self.login_rsp_work
+            .schedule((due - now).min(u64::from(max_ms)) as u32);
+        false
+    }
+
     /// `login_rsp_work`: a deferred disconnect whose Logout Response was not
     /// handled within `LOGOUT_RSP_GRACE_MS` is judged (as a lost
     /// connection). The work may run earlier for other reasons: then it is
@@ -963,10 +976,7 @@ impl IserConn {
         if due == 0 {
             return;
         }
-        let now = crate::sys::params::now_ms();
-        if now < due {
-            let left = (due - now).min(u64::from(LOGOUT_RSP_GRACE_MS));
-            self.login_rsp_work.schedule(left as u32);
+        if !self.work_due(due, LOGOUT_RSP_GRACE_MS) {
             return;
         }
         if self
@@ -1032,11 +1042,7 @@ impl IserConn {
         if self.logout_rsp_held.load(Ordering::SeqCst) == 0 {
             return None;
         }
-        let now = crate::sys::params::now_ms();
-        let due = self.logout_rsp_due.load(Ordering::SeqCst);
-        if now < due {
-            self.login_rsp_work
-                .schedule((due - now).min(u64::from(u32::MAX)) as u32);
+        if !self.work_due(self.logout_rsp_due.load(Ordering::SeqCst), u32::MAX) {
             return None;
         }
         let held = self.logout_rsp_held.swap(0, Ordering::SeqCst);
@@ -1086,10 +1092,7 @@ impl IserConn {
         if due == 0 || due == LOGOUT_DEADLINE_DONE || self.drained.load(Ordering::Acquire) {
             return;
         }
-        let now = crate::sys::params::now_ms();
-        if now < due {
-            let left = (due - now).min(u64::from(LOGOUT_STOP_DEADLINE_MS));
-            self.login_rsp_work.schedule(left as u32);
+        if !self.work_due(due, LOGOUT_STOP_DEADLINE_MS) {
             return;
         }
         // Never armed again: a late disconnect event finds it done.
