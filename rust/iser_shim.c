@@ -349,6 +349,13 @@ static DECLARE_FAULT_ATTR(iser_rs_fail_post);
 static struct dentry *iser_rs_fail_post_dir;
 static u32 iser_rs_fail_post_partial;
 
+/*
+ * The attribute's probability, which the Rust posts read (READ_ONCE) before
+ * they call the provider directly: non-zero sends them through
+ * iser_rs_post_send()/iser_rs_post_recv(), where injection happens.
+ */
+const unsigned long *const iser_rs_fail_post_armed = &iser_rs_fail_post.probability;
+
 /**
  * iser_rs_fault_init() - create debugfs fail_iser_rs_post/
  *
@@ -442,6 +449,10 @@ static __always_inline bool iser_rs_post_fails(const struct ib_send_wr *send)
 	return false;
 }
 
+/* Without the framework injection is never armed. */
+static const unsigned long iser_rs_fail_post_off;
+const unsigned long *const iser_rs_fail_post_armed = &iser_rs_fail_post_off;
+
 static u32 iser_rs_fail_post_prefix(struct ib_qp *qp, const struct ib_send_wr *wr)
 {
 	return 0;
@@ -449,7 +460,7 @@ static u32 iser_rs_fail_post_prefix(struct ib_qp *qp, const struct ib_send_wr *w
 #endif
 
 /**
- * iser_rs_post_send() - ib_post_send() for Rust
+ * iser_rs_post_send() - ib_post_send() for Rust, when injection is armed
  * @qp: the QP
  * @wr: the chain of work requests
  * @posted: on failure, how many work requests of the chain, from its head,
@@ -481,7 +492,7 @@ int iser_rs_post_send(struct ib_qp *qp, const struct ib_send_wr *wr, u32 *posted
 }
 
 /**
- * iser_rs_post_recv() - ib_post_recv() for Rust
+ * iser_rs_post_recv() - ib_post_recv() for Rust, when injection is armed
  * @qp: the QP
  * @wr: the chain of receive work requests
  *
@@ -720,25 +731,6 @@ struct ib_pd *iser_rs_alloc_pd(struct ib_device *dev)
 void iser_rs_dealloc_pd(struct ib_pd *pd)
 {
 	ib_dealloc_pd(pd);
-}
-
-/**
- * iser_rs_mr_bump_key() - give an MR a fresh key (ib_update_fast_reg_key(ib_inc_rkey()))
- * @mr: an MR not registered on the wire
- */
-void iser_rs_mr_bump_key(struct ib_mr *mr)
-{
-	ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey));
-}
-
-/**
- * iser_rs_mr_set_key() - ib_update_fast_reg_key()
- * @mr: an MR not registered on the wire by a pending work request
- * @key: the key byte (low 8 bits of the lkey and rkey) to give it back
- */
-void iser_rs_mr_set_key(struct ib_mr *mr, u8 key)
-{
-	ib_update_fast_reg_key(mr, key);
 }
 
 /**

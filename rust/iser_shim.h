@@ -48,6 +48,11 @@ void iser_rs_fault_init(void);
 void iser_rs_fault_exit(void);
 
 /* Forwards of static inline functions and macros (one line each). */
+/*
+ * Non-zero while the test-only post fault injection is armed: the Rust
+ * posts then go through the two calls below instead of the provider.
+ */
+extern const unsigned long *const iser_rs_fail_post_armed;
 int iser_rs_post_send(struct ib_qp *qp, const struct ib_send_wr *wr, u32 *posted);
 int iser_rs_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr);
 u64 iser_rs_dma_map_single(struct ib_device *dev, void *addr, size_t len, int to_device);
@@ -81,8 +86,6 @@ void iser_rs_conn_failure_frwd_locked(struct iscsi_conn *conn, int err);
 void iser_rs_back_lock(struct iscsi_conn *conn);
 void iser_rs_back_unlock(struct iscsi_conn *conn);
 void iser_rs_dealloc_pd(struct ib_pd *pd);
-void iser_rs_mr_bump_key(struct ib_mr *mr);
-void iser_rs_mr_set_key(struct ib_mr *mr, u8 key);
 int iser_rs_dereg_mr(struct ib_mr *mr);
 struct rdma_cm_id *iser_rs_create_id(int (*handler)(struct rdma_cm_id *, struct rdma_cm_event *),
 				     void *context);

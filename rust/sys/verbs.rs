@@ -237,19 +237,33 @@ impl Mr {
 
     /// Gives the MR a fresh key (`ib_inc_rkey`): a STag the target saw
     /// before can never name the next registration.
+    // Once per I/O: the C inlines, in Rust (step 18), not a shim call.
+    #[inline(always)]
     pub(crate) fn bump_key(&self) {
-        // SAFETY: the MR is live and not in a posted registration (the
-        // driver only calls this before posting one).
-        unsafe { b::iser_rs_mr_bump_key(self.mr.as_ptr()) };
+        self.set_key(self.rkey().wrapping_add(1) as u8);
     }
 
     /// Gives the MR back the key of `rkey` (its low byte): after a
     /// `bump_key` whose registration was never posted, the key the device
     /// still holds for the MR's live registration.
     pub(crate) fn restore_key(&self, rkey: u32) {
-        // SAFETY: the MR is live and, as for `bump_key`, not in a posted
-        // registration (the driver only calls this when the post failed).
-        unsafe { b::iser_rs_mr_set_key(self.mr.as_ptr(), (rkey & 0xff) as u8) };
+        self.set_key(rkey as u8);
+    }
+
+    /// `ib_update_fast_reg_key`: the key byte (the low 8 bits of the lkey
+    /// and the rkey) the MR's next registration carries.
+    #[inline(always)]
+    fn set_key(&self, key: u8) {
+        let mr = self.mr.as_ptr();
+        // SAFETY: the MR is live while `self` is, and not in a posted
+        // registration: the driver calls `bump_key` only before posting
+        // one and `restore_key` only when that post failed, with the MR
+        // its command's own (`MrPool::for_task`), so nothing else writes
+        // its keys meanwhile.
+        unsafe {
+            (*mr).lkey = ((*mr).lkey & !0xff) | u32::from(key);
+            (*mr).rkey = ((*mr).rkey & !0xff) | u32::from(key);
+        }
     }
 
     /// Maps `nents` DMA-mapped SG entries into the MR's page list.
@@ -1115,6 +1129,18 @@ pub(crate) struct RegReq<'a> {
     pub(crate) access: RemoteAccess,
 }
 
+/// Whether the test-only post fault injection (debugfs
+/// `fail_iser_rs_post`, off unless a test arms it) is armed: the posts then
+/// go through the shim, which injects; otherwise they call the provider.
+#[inline(always)]
+fn post_faults_armed() -> bool {
+    // SAFETY: the shim's constant pointer names an `unsigned long` that
+    // lives as long as the module (the fault attribute's probability, or
+    // a constant zero without the framework); debugfs writes it, hence the
+    // volatile read (`READ_ONCE`).
+    unsafe { core::ptr::read_volatile(b::iser_rs_fail_post_armed) != 0 }
+}
+
 /// A QP owned by an `rdma_cm_id`, for posting.
 #[derive(Clone, Copy)]
 pub(crate) struct QpRef(NonNull<b::ib_qp>);
@@ -1145,9 +1171,23 @@ impl QpRef {
         // provider only reads the list (`sg_list` is not const in C).
         wr.sg_list = sges.as_ptr().cast::<b::ib_sge>().cast_mut();
         wr.num_sge = sges.len() as i32;
-        // SAFETY: the WR and SGE live across the call (ib_post_recv copies
-        // them); the Cqe and buffer outlive the completion (module docs).
-        kernel::error::to_result(unsafe { b::iser_rs_post_recv(self.as_ptr(), &wr) })
+        let qp = self.as_ptr();
+        // SAFETY: the QP is live (the handle's contract) and so is its
+        // device, which the ops table belongs to.
+        let provider = unsafe { (*(*qp).device).ops.post_recv };
+        let ret = match provider {
+            // What `ib_post_recv` does, without the shim's call (step 18).
+            Some(post) if !post_faults_armed() => {
+                let mut bad: *const b::ib_recv_wr = core::ptr::null();
+                // SAFETY: the provider's own post for this QP; the WR and
+                // SGE live across the call (it copies them); the Cqe and
+                // buffer outlive the completion (module docs).
+                unsafe { post(qp, &wr, &mut bad) }
+            }
+            // SAFETY: as above; the shim injects a failure or posts.
+            _ => unsafe { b::iser_rs_post_recv(qp, &wr) },
+        };
+        kernel::error::to_result(ret)
     }
 
     /// Posts, in one chain: local invalidations of `invs` (MRs left valid
@@ -1271,10 +1311,41 @@ impl QpRef {
         self,
         head: *const b::ib_send_wr,
     ) -> core::result::Result<(), PostFailed> {
+        let qp = self.as_ptr();
+        // SAFETY: the QP is live (the handle's contract) and so is its
+        // device, which the ops table belongs to.
+        let provider = unsafe { (*(*qp).device).ops.post_send };
+        let Some(post) = provider.filter(|_| !post_faults_armed()) else {
+            let mut posted = 0u32;
+            // SAFETY: the caller's contract; `posted` is a live u32. The
+            // shim injects a failure or posts.
+            let ret = unsafe { b::iser_rs_post_send(qp, head, &mut posted) };
+            return kernel::error::to_result(ret).map_err(|err| PostFailed { err, posted });
+        };
+        // What `ib_post_send` does, without the shim's call (step 18). A
+        // provider that fails without naming the bad WR posted nothing.
+        let mut bad = head;
+        // SAFETY: the provider's own post for this QP, with the caller's
+        // contract for the chain; `bad` is a live pointer it may write.
+        let ret = unsafe { post(qp, head, &mut bad) };
+        if ret == 0 {
+            return Ok(());
+        }
+        // The work requests before the refused one were posted (the device
+        // runs them). A `bad` outside the chain cannot have been refused:
+        // nothing was posted then.
         let mut posted = 0u32;
-        // SAFETY: the caller's contract; `posted` is a live u32.
-        let ret = unsafe { b::iser_rs_post_send(self.as_ptr(), head, &mut posted) };
-        kernel::error::to_result(ret).map_err(|err| PostFailed { err, posted })
+        let mut w = head;
+        while !w.is_null() && w != bad {
+            posted += 1;
+            // SAFETY: a WR of the caller's chain, valid for the call.
+            w = unsafe { (*w).next };
+        }
+        let posted = if w.is_null() { 0 } else { posted };
+        Err(PostFailed {
+            err: kernel::error::Error::from_errno(ret),
+            posted,
+        })
     }
 
     /// Posts local invalidation of `rkeys` (at most 2), the last signaled.
