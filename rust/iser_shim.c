@@ -122,6 +122,17 @@ module_param_named(inject_logout_rsp_delay_ms, iser_rs_inject_logout_rsp_delay_m
 MODULE_PARM_DESC(inject_logout_rsp_delay_ms, "Test only: hold each received Logout Response this many ms before handling it (default: 0)");
 
 /*
+ * Test only: every command PDU sent from a header slot finds its task's
+ * own slot held, as when the Send of the task's previous command has not
+ * completed yet, and takes a shared one (case 031). libiscsi hands its
+ * free tasks out first in, first out, so on rxe a task comes back only
+ * after that Send's completion was handled. N (the default): off.
+ */
+bool iser_rs_inject_task_slot_held;
+module_param_named(inject_task_slot_held, iser_rs_inject_task_slot_held, bool, 0644);
+MODULE_PARM_DESC(inject_task_slot_held, "Test only: command PDUs find their task's own header slot held and take a shared one (default: N)");
+
+/*
  * Fault injection for the guest suite (case 056): a device that takes
  * fewer SGEs per work request than this is made to look as if it took
  * only this many (receive and send alike), so a connection's setup meets
@@ -220,22 +231,6 @@ void iser_rs_spin_lock_bh(spinlock_t *lock)
 void iser_rs_spin_unlock_bh(spinlock_t *lock)
 {
 	spin_unlock_bh(lock);
-}
-
-/**
- * iser_rs_task_unsol_pdus_left() - unsolicited Data-Out PDUs a task still has to send
- * @task: a SCSI task being transmitted
- *
- * Return: the count libiscsi's unsol_r2t state implies (0 without unsolicited data).
- */
-unsigned int iser_rs_task_unsol_pdus_left(struct iscsi_task *task)
-{
-	unsigned int left = task->unsol_r2t.data_length - task->unsol_r2t.sent;
-	unsigned int seg = task->conn->max_xmit_dlength;
-
-	if (!iser_rs_task_has_unsol_data(task))
-		return 0;
-	return seg ? DIV_ROUND_UP(left, seg) : 1;
 }
 
 /**
@@ -756,24 +751,6 @@ struct rdma_cm_id *iser_rs_create_id(int (*handler)(struct rdma_cm_id *, struct 
 				     void *context)
 {
 	return rdma_create_id(&init_net, handler, context, RDMA_PS_TCP, IB_QPT_RC);
-}
-
-/**
- * iser_rs_task_has_unsol_data() - iscsi_task_has_unsol_data(), for writes only
- * @task: a SCSI task
- *
- * iscsi_prep_scsi_cmd_pdu() resets task->unsol_r2t for a write only, so a
- * read inherits what the task's previous command left there: after a
- * write whose unsolicited Data-Out could not all be posted (the connection
- * failed), the next read on the same task would seem to have Data-Out to
- * send (case 054 found it: every such read failed its connection again).
- *
- * Return: true while a write has unsolicited Data-Out left to send.
- */
-bool iser_rs_task_has_unsol_data(struct iscsi_task *task)
-{
-	return task->sc && task->sc->sc_data_direction == DMA_TO_DEVICE &&
-	       iscsi_task_has_unsol_data(task);
 }
 
 /**

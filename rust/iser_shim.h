@@ -23,6 +23,7 @@ extern unsigned int iser_rs_inject_send_pdu_delay_ms;
 extern unsigned int iser_rs_inject_send_pdu_busy_ms;
 extern unsigned int iser_rs_inject_setup_delay_ms;
 extern unsigned int iser_rs_inject_logout_rsp_delay_ms;
+extern bool iser_rs_inject_task_slot_held;
 
 /* True when some module already registered an iSCSI transport "name". */
 bool iser_rs_transport_name_taken(const char *name);
@@ -79,7 +80,6 @@ spinlock_t *iser_rs_bh_lock_new(void);
 void iser_rs_bh_lock_free(spinlock_t *lock);
 void iser_rs_spin_lock_bh(spinlock_t *lock);
 void iser_rs_spin_unlock_bh(spinlock_t *lock);
-unsigned int iser_rs_task_unsol_pdus_left(struct iscsi_task *task);
 void iser_rs_task_unsol_data_out_posted(struct iscsi_task *task);
 struct iscsi_conn;
 void iser_rs_conn_failure_frwd_locked(struct iscsi_conn *conn, int err);
@@ -89,7 +89,6 @@ void iser_rs_dealloc_pd(struct ib_pd *pd);
 int iser_rs_dereg_mr(struct ib_mr *mr);
 struct rdma_cm_id *iser_rs_create_id(int (*handler)(struct rdma_cm_id *, struct rdma_cm_event *),
 				     void *context);
-bool iser_rs_task_has_unsol_data(struct iscsi_task *task);
 struct delayed_work;
 struct work_struct;
 void iser_rs_delayed_work_init(struct delayed_work *dw, void (*fn)(struct work_struct *));

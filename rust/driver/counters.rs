@@ -50,6 +50,7 @@ counters! {
     rx_posted: "Receive ring buffers posted (the ring at login, then every repost).",
     rx_completed: "Receive ring completions (PDUs received into the ring); rx_posted - rx_completed is what the ring holds: RX_RING when idle.",
     send_queue_full: "PDUs refused for lack of a send slot (the midlayer retries commands).",
+    task_slot_busy: "Command PDUs sent from a shared header slot because their task's own was still held by the Send of its previous command (not yet completed; only a command without immediate data sent from a slot, as with inline_sends=N), or by the test-only inject_task_slot_held.",
     err_protocol: "Protocol errors by the target (connection failed).",
     err_completion: "Work completions with an error (not flushes).",
     err_post: "Failed post_send/post_recv calls.",
@@ -109,6 +110,10 @@ impl Counters {
     }
     pub(crate) fn rx_completed(&self) {
         self.rx_completed.fetch_add(1, Ordering::Relaxed);
+    }
+    #[cold]
+    pub(crate) fn task_slot_busy(&self) {
+        self.task_slot_busy.fetch_add(1, Ordering::Relaxed);
     }
     pub(crate) fn tx_full(&self) {
         self.send_queue_full.fetch_add(1, Ordering::Relaxed);

@@ -38,6 +38,13 @@ pub(crate) const SIGNAL_EVERY: usize = 16;
 /// failed signaled post put its batch back; libiscsi's frwd_lock
 /// serialises the posts).
 pub(crate) const TX_DESCS: u32 = DATAOUT_MAX + CMDS_MAX + MGMT_MAX + SIGNAL_EVERY as u32;
+/// Header slots of the tasks' own, one per task index (`MRS`: every index
+/// is below it), after the shared ones: a command PDU with a header slot
+/// takes its task's (`DmaSlots::claim_own`, no search) and falls back to
+/// the shared ones (their `CMDS_MAX` share above) while the Send of the
+/// task's previous command has not completed. Released, as every slot,
+/// by the completion that covers its Send.
+pub(crate) const TASK_SLOTS: u32 = MRS;
 /// Header slots one xmit call may reserve (a command and its unsolicited
 /// Data-Outs) and always get at QD1 once completions are reaped: all but
 /// those of the up to `SIGNAL_EVERY - 1` unsignaled Sends, which only a

@@ -17,7 +17,7 @@
 use super::counters::Counters;
 use super::limits::{
     max_pages, signal_every, CMD_CHAIN_MAX, CQ_ENTRIES, HDRS, INLINE_LEN, INV_DESCS, MAX_RECV_WR,
-    MGMT_MAX, MRS, RX_BUF_LEN, RX_DATA_LEN, RX_RING, SQ_DRAIN, SQ_RX_RESERVE, TX_DESCS,
+    MGMT_MAX, MRS, RX_BUF_LEN, RX_DATA_LEN, RX_RING, SQ_DRAIN, SQ_RX_RESERVE, TASK_SLOTS, TX_DESCS,
 };
 use crate::proto;
 use crate::sys::cm::CmIdRef;
@@ -358,7 +358,7 @@ impl TxPool {
     /// A pool for a QP of `sq_depth` send-queue entries (at least
     /// `SQ_RX_RESERVE + SQ_DRAIN + SQ_XMIT_MIN`: `limits::sq_depth`).
     pub(crate) fn new(dev: Device, ctx: *const Ctx, sq_depth: u32) -> Result<Self> {
-        let n = TX_DESCS;
+        let n = TX_DESCS + TASK_SLOTS;
         let mut descs = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
         for index in 0..n {
             descs.push(
@@ -378,7 +378,7 @@ impl TxPool {
         }
         Ok(TxPool {
             descs,
-            slots: DmaSlots::new(dev, n, HDRS)?,
+            slots: DmaSlots::new(dev, TX_DESCS, TASK_SLOTS, HDRS)?,
             inline_send: WithCqe::new(ctx, InlineSend),
             unsignaled: AtomicU32::new(NO_SLOT),
             waiting: AtomicU32::new(0),

@@ -28,8 +28,8 @@ use crate::sys::verbs::{CqeHandler, MappedSg, Wc, WithCqe};
 use core::sync::atomic::Ordering;
 use kernel::prelude::*;
 
-/// Transport data of one libiscsi task (lives in `task->dd_data`,
-/// rewritten by `alloc_pdu` at the start of every use).
+/// Transport data of one libiscsi task (lives in `task->dd_data`, made
+/// at the task's first use and reset by `alloc_pdu` at every later one).
 #[repr(C)]
 pub(crate) struct IserTask {
     pub(crate) bhs: [u8; BHS_LEN],
@@ -59,7 +59,7 @@ pub(crate) struct IserTask {
 }
 
 impl IserTask {
-    pub(crate) fn new(_conn: *const IserConn) -> Self {
+    pub(crate) fn new() -> Self {
         IserTask {
             bhs: [0; BHS_LEN],
             cookie: 0,
@@ -73,6 +73,36 @@ impl IserTask {
             deferred: None,
             inv_posted: proto::task::StagList::default(),
         }
+    }
+
+    /// Back to what `new` makes, after `cleanup` ended the last use; the
+    /// BHS is left for libiscsi, which builds the next one over it. Every
+    /// field is named, so a field added later cannot be missed here.
+    pub(crate) fn reuse(&mut self) {
+        let IserTask {
+            bhs: _,
+            cookie,
+            stags,
+            mrs,
+            local_only,
+            local_data,
+            sg,
+            cmd_sent,
+            send_pending,
+            deferred,
+            inv_posted,
+        } = self;
+        *cookie = 0;
+        *stags = None;
+        *mrs = [None, None];
+        *local_only = false;
+        *local_data = None;
+        // Taken by `cleanup`: nothing to drop (else it is dropped here).
+        *sg = None;
+        *cmd_sent = false;
+        *send_pending = false;
+        *deferred = None;
+        *inv_posted = proto::task::StagList::default();
     }
 
     pub(crate) fn bhs_ptr(&mut self) -> *mut u8 {
@@ -405,11 +435,12 @@ pub(crate) fn data_sent(itt: u32, cookie: u64, conn: &IserConn) {
 /// access only (never advertised) is invalidated that way too.
 pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
     let Some(td) = task.data() else { return };
-    // Nothing is reset: the data is dropped when this returns, under the
-    // back_lock every completion step takes to find the command
+    // Nothing is reset: from its return the data is out of use, under
+    // the back_lock every completion step takes to find the command
     // (`on_command`), and the task's next command starts from
-    // `IserTask::new` (`TransportOps::cleanup_task`). The mapping is taken
-    // out to be dropped last, after the MRs are released.
+    // `IserTask::reuse` (`TransportOps::cleanup_task`). The mapping is
+    // taken out to be dropped last, after the MRs are released: nothing
+    // is left to drop in the data.
     let local_only = td.local_only;
     let mrs = td.mrs;
     let held = td.deferred;

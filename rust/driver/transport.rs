@@ -131,8 +131,12 @@ impl TransportOps for IserTransport {
         task::cleanup(ep, task)
     }
 
-    fn new_task(ep: &IserConn) -> IserTask {
-        IserTask::new(ep)
+    fn new_task(_ep: &IserConn) -> IserTask {
+        IserTask::new()
+    }
+
+    fn reuse_task(_ep: &IserConn, data: &mut IserTask) {
+        data.reuse();
     }
 
     fn task_hdr(data: &mut IserTask) -> *mut u8 {

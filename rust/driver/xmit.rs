@@ -155,10 +155,22 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     let mut rsv = if need == 0 {
         None
     } else {
-        let Some(rsv) = res.tx.slots.reserve(need) else {
+        // The command PDU's slot is its task's own, free unless the Send
+        // of the task's previous command has not completed yet (then a
+        // shared one): no search (step 19).
+        // (Test only: `inject_task_slot_held` makes it seem held.)
+        let own = if cmd_slot && !crate::sys::params::param_inject_task_slot_held() {
+            task.index()
+        } else {
+            None
+        };
+        let Some(rsv) = res.tx.slots.reserve(own, need) else {
             conn.counters.tx_full();
             return Err(ENOBUFS());
         };
+        if cmd_slot && !rsv.has_own() {
+            conn.counters.task_slot_busy();
+        }
         Some(rsv)
     };
     // Once the command is posted its response may be handled on another

@@ -17,7 +17,9 @@
 //!   scsi_transport_iscsi does on a connection error and at logout — the
 //!   endpoint goes first), so task callbacks find their connection and never
 //!   a freed one. Accessed atomically.
-//! - `iscsi_task.dd_data` is a zero-filled `T::TaskData`.
+//! - `iscsi_task.dd_data` holds a `T::TaskData` behind two flags (written,
+//!   in use), zero-filled by libiscsi: written at the task's first use,
+//!   reset at each later one, never dropped (`TaskSlot`).
 //!
 //! `send_pdu` brackets libiscsi's: it waits for a Login/Text Response
 //! delivery in progress (the session's back_lock) and hands the driver the
@@ -60,9 +62,12 @@ use b::{
 pub(crate) trait TransportOps: 'static {
     /// The per-endpoint object (one RDMA connection).
     type Ep: Sync + 'static;
-    /// Per-task transport data, kept in `task->dd_data`: written by
-    /// `alloc_pdu` at the start of each use of the task, dropped after
-    /// `cleanup_task`.
+    /// Per-task transport data, kept in `task->dd_data`: made by
+    /// `new_task` at the task's first use and reset by `reuse_task` at
+    /// each later one (`alloc_pdu`). It is never dropped: libiscsi frees
+    /// the task's memory with the session, so `cleanup_task` must leave
+    /// nothing in it that needs dropping (a resource left there would
+    /// leak; the next `reuse_task` drops it).
     type TaskData: 'static;
 
     /// Starts connecting to `dst`. Blocking or not, the result is polled
@@ -106,12 +111,17 @@ pub(crate) trait TransportOps: 'static {
     /// Transmits a task (`xmit_task`).
     fn xmit_task(ep: &Self::Ep, task: Task<'_, Self::TaskData>) -> Result;
     /// Releases a task's transport resources (`cleanup_task`). Process or
-    /// softirq context, possibly under the session's back_lock. The task's
-    /// data is dropped when this returns, inside the same callback, and
-    /// the next use of the task starts from `new_task`.
+    /// softirq context, possibly under the session's back_lock. From its
+    /// return the task's data is out of use (`Task::data` answers `None`)
+    /// until `reuse_task` resets it for the task's next use.
     fn cleanup_task(ep: Option<&Self::Ep>, task: Task<'_, Self::TaskData>);
-    /// Fresh task data for a task of `ep`'s connection (`alloc_pdu`).
+    /// Fresh task data for the first use of a task of `ep`'s connection
+    /// (`alloc_pdu`).
     fn new_task(ep: &Self::Ep) -> Self::TaskData;
+    /// Resets the data of a task used before, after its `cleanup_task`,
+    /// for its next use (`alloc_pdu`): to what `new_task` makes, but for
+    /// what libiscsi rewrites itself (the header it builds).
+    fn reuse_task(ep: &Self::Ep, data: &mut Self::TaskData);
     /// The header buffer libiscsi builds the BHS into (`alloc_pdu`).
     fn task_hdr(data: &mut Self::TaskData) -> *mut u8;
 }
@@ -285,10 +295,16 @@ impl ConnSlot {
 }
 
 /// What `task->dd_data` holds: zero-filled by libiscsi, which reads as
-/// "not initialised" (`init == false`).
+/// "not initialised" (`init == false`) and "not in use".
 #[repr(C)]
 struct TaskSlot<D> {
+    /// `data` was written (at the task's first `alloc_pdu`); it stays
+    /// written for the task's life.
     init: bool,
+    /// Between `alloc_pdu` and `cleanup_task`: the data belongs to the
+    /// task's current PDU.
+    // INVARIANT: `live` implies `init`.
+    live: bool,
     data: core::mem::MaybeUninit<D>,
 }
 
@@ -337,31 +353,37 @@ impl<D> Task<'_, D> {
     /// `alloc_pdu`; a task that did not is answered with `None`.
     pub(crate) fn data(&mut self) -> Option<&mut D> {
         let slot = self.slot();
-        if slot.init {
-            // SAFETY: `init` is set only after `data` was written.
+        if slot.live {
+            // SAFETY: `live` implies `init` (the type's invariant), which is
+            // set only after `data` was written.
             Some(unsafe { slot.data.assume_init_mut() })
         } else {
             None
         }
     }
 
-    fn init_data(&mut self, d: D) {
+    /// Puts the data in use for the task's next PDU: `new` at the first
+    /// use, else `reuse` of the data the last use left (step 21: no
+    /// rewrite of all of it). Returns it.
+    fn begin_use(&mut self, new: impl FnOnce() -> D, reuse: impl FnOnce(&mut D)) -> &mut D {
         let slot = self.slot();
         if slot.init {
-            // SAFETY: initialised data from the previous use.
-            unsafe { slot.data.assume_init_drop() };
+            // SAFETY: `init` is set only after `data` was written.
+            reuse(unsafe { slot.data.assume_init_mut() });
+        } else {
+            slot.data.write(new());
+            slot.init = true;
         }
-        slot.data.write(d);
-        slot.init = true;
+        // INVARIANT: `init` is set on both branches.
+        slot.live = true;
+        // SAFETY: as above.
+        unsafe { slot.data.assume_init_mut() }
     }
 
-    fn drop_data(&mut self) {
-        let slot = self.slot();
-        if slot.init {
-            slot.init = false;
-            // SAFETY: it was initialised, and `init` is now false.
-            unsafe { slot.data.assume_init_drop() };
-        }
+    /// Takes the data out of use (`cleanup_task`); it stays written for
+    /// `begin_use` to reset.
+    fn end_use(&mut self) {
+        self.slot().live = false;
     }
 
     /// DMA-maps the SCSI command's data for `dev`.
@@ -442,18 +464,50 @@ impl<D> Task<'_, D> {
         unsafe { (*self.raw.as_ptr()).imm_count + (*self.raw.as_ptr()).unsol_r2t.data_length }
     }
 
+    /// Unsolicited Data-Out bytes a write still has to send: libiscsi's
+    /// `iscsi_task_has_unsol_data` for a write only, read in place (step
+    /// 20). `iscsi_prep_scsi_cmd_pdu` resets `unsol_r2t` for a write only,
+    /// so a read inherits what the task's previous command left there:
+    /// after a write whose unsolicited Data-Out could not all be posted
+    /// (the connection failed), the next read on the same task would seem
+    /// to have Data-Out to send (case 054 found it).
+    fn unsol_bytes_left(&self) -> u32 {
+        // SAFETY: a live task; `sc`, when set, is its live command. The
+        // fields are written by libiscsi under the session's frwd_lock,
+        // which it holds across `xmit_task`, the only caller.
+        unsafe {
+            let t = self.raw.as_ptr();
+            let sc = (*t).sc;
+            if sc.is_null() || (*sc).sc_data_direction != b::dma_data_direction_DMA_TO_DEVICE {
+                return 0;
+            }
+            let r2t = &(*t).unsol_r2t;
+            // `sent` is an `int` compared as unsigned, as in C.
+            r2t.data_length.saturating_sub(r2t.sent as u32)
+        }
+    }
+
     /// Whether unsolicited Data-Out remains to be sent.
     pub(crate) fn has_unsol_data(&self) -> bool {
-        // SAFETY: live task.
-        unsafe { b::iser_rs_task_has_unsol_data(self.raw.as_ptr()) }
+        self.unsol_bytes_left() > 0
     }
 
     /// Unsolicited Data-Out PDUs still to send (each at most the
     /// connection's MaxXmitDataSegmentLength, as `prep_unsol_data_out`
     /// cuts them).
     pub(crate) fn unsol_pdus_left(&self) -> u32 {
-        // SAFETY: live task bound to a live connection.
-        unsafe { b::iser_rs_task_unsol_pdus_left(self.raw.as_ptr()) }
+        let left = self.unsol_bytes_left();
+        if left == 0 {
+            return 0;
+        }
+        // SAFETY: a task handed to `xmit_task` is bound to its live
+        // connection; a plain field read.
+        let seg = unsafe { (*(*self.raw.as_ptr()).conn).max_xmit_dlength };
+        if seg == 0 {
+            1
+        } else {
+            left.div_ceil(seg)
+        }
     }
 
     /// Reports a connection failure from inside `xmit_task`, where
@@ -1141,7 +1195,7 @@ unsafe extern "C" fn cleanup_task_tr<T: TransportOps>(task: *mut b::iscsi_task) 
                     _p: core::marker::PhantomData,
                 },
             );
-            t.drop_data();
+            t.end_use();
         }
     }
 }
@@ -1161,10 +1215,7 @@ unsafe extern "C" fn alloc_pdu_tr<T: TransportOps>(task: *mut b::iscsi_task, _op
             raw: NonNull::new_unchecked(task),
             _p: core::marker::PhantomData,
         };
-        t.init_data(T::new_task(ep));
-        let Some(d) = t.data() else {
-            return ENOTCONN().to_errno();
-        };
+        let d = t.begin_use(|| T::new_task(ep), |d| T::reuse_task(ep, d));
         let hdr = T::task_hdr(d);
         (*task).hdr = hdr.cast();
         (*task).hdr_max = BHS_LEN as u16;

@@ -73,9 +73,12 @@ impl IndexPool {
 
     /// Sets `n` indices aside, all or none.
     pub(crate) fn reserve(&self, n: u32) -> Option<Reservation<'_>> {
-        self.avail
-            .fetch_update(Ordering::Acquire, Ordering::Relaxed, |a| a.checked_sub(n))
-            .ok()?;
+        // Nothing to set aside: no atomic.
+        if n > 0 {
+            self.avail
+                .fetch_update(Ordering::Acquire, Ordering::Relaxed, |a| a.checked_sub(n))
+                .ok()?;
+        }
         Some(Reservation {
             pool: self,
             left: n,
@@ -85,6 +88,25 @@ impl IndexPool {
     /// Takes one free index.
     pub(crate) fn claim(&self) -> Option<u32> {
         self.reserve(1)?.take()
+    }
+
+    /// Takes index `i` itself if it is free (`false`: taken, or past `n`),
+    /// with the same accounting as `claim`: a fixed index costs no search.
+    pub(crate) fn claim_at(&self, i: u32) -> bool {
+        let word = match self.busy.get((i / 64) as usize) {
+            Some(word) if i < self.n => word,
+            _ => return false,
+        };
+        let Some(mut rsv) = self.reserve(1) else {
+            return false;
+        };
+        let bit = 1u64 << (i % 64);
+        if word.fetch_or(bit, Ordering::Acquire) & bit != 0 {
+            // Taken: the reservation goes back as it drops.
+            return false;
+        }
+        rsv.left = 0;
+        true
     }
 
     /// Finds and takes a free index; the caller holds a reservation for

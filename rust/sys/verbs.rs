@@ -370,6 +370,11 @@ pub(crate) struct DmaBuf {
     dma: u64,
     dev: Device,
     to_device: bool,
+    /// Whether syncs of the mapping may do something (as for a page of
+    /// [`DmaPages`]: `iser_rs_dma_page_needs_sync`). Coherence is the
+    /// device's and a mapping is bounced whole or not at all, so its first
+    /// address answers for all of it.
+    needs_sync: bool,
 }
 
 // SAFETY: plain memory plus a mapping handle.
@@ -400,11 +405,14 @@ impl DmaBuf {
         if unsafe { b::iser_rs_dma_mapping_error(dev.as_ptr(), dma) } != 0 {
             return Err(ENOMEM);
         }
+        // SAFETY: `dma` is a live mapping for `dev` (checked above).
+        let needs_sync = unsafe { b::iser_rs_dma_page_needs_sync(dev.as_ptr(), dma) };
         Ok(DmaBuf {
             buf,
             dma,
             dev,
             to_device,
+            needs_sync,
         })
     }
 
@@ -434,7 +442,11 @@ pub(crate) struct DmaSlots {
     /// call that 7.3's objtool does not know as noreturn).
     per_chunk: NonZeroUsize,
     slot_len: usize,
+    /// Slots `0..shared`, claimed by anyone.
     free: IndexPool,
+    /// Slots `shared..`, each claimed by its own index (`reserve`).
+    own: IndexPool,
+    shared: u32,
 }
 
 /// The chunk size [`DmaSlots`] cuts its slots from.
@@ -470,9 +482,10 @@ unsafe impl Sync for DmaSlots {}
 ///
 /// # Invariants
 ///
-/// `index` was claimed from `slots.free` for this token alone (below the
-/// pool's `n`), and is released exactly once: by `drop`, or by the Send
-/// completion after [`DmaSlots::posted`] forgot the token.
+/// `index` was claimed for this token alone, from `slots.free` (below
+/// `shared`) or as its own index from `slots.own` (`shared` plus it), and
+/// is released exactly once: by `drop`, or by the Send completion after
+/// [`DmaSlots::posted`] forgot the token.
 pub(crate) struct SlotToken<'a> {
     slots: &'a DmaSlots,
     index: u32,
@@ -486,26 +499,51 @@ impl SlotToken<'_> {
 
 impl Drop for SlotToken<'_> {
     fn drop(&mut self) {
-        self.slots.free.release(self.index);
+        self.slots.release_index(self.index);
     }
 }
 
-/// Slots set aside by [`DmaSlots::reserve`] (see [`Reservation`]).
+/// Slots set aside by [`DmaSlots::reserve`] (see [`Reservation`]): an
+/// owned slot already claimed, taken first, and shared ones.
 pub(crate) struct SlotReservation<'a> {
     slots: &'a DmaSlots,
+    /// The owned slot claimed for the reservation (its index), until taken.
+    own: Option<u32>,
     rsv: Reservation<'a>,
 }
 
 impl<'a> SlotReservation<'a> {
-    /// One reserved slot (`None` once the reservation is used up).
+    /// One reserved slot (`None` once the reservation is used up): the
+    /// owned one first.
     pub(crate) fn take(&mut self) -> Option<SlotToken<'a>> {
         let slots = self.slots;
+        if let Some(index) = self.own.take() {
+            return Some(SlotToken { slots, index });
+        }
         self.rsv.take().map(|index| SlotToken { slots, index })
+    }
+
+    /// Whether the owned slot asked for was free and is part of it.
+    pub(crate) fn has_own(&self) -> bool {
+        self.own.is_some()
+    }
+}
+
+impl Drop for SlotReservation<'_> {
+    fn drop(&mut self) {
+        // An owned slot not taken goes back (the shared ones as `rsv`
+        // drops).
+        if let Some(index) = self.own {
+            self.slots.release_index(index);
+        }
     }
 }
 
 impl DmaSlots {
-    pub(crate) fn new(dev: Device, n: u32, slot_len: usize) -> Result<Self> {
+    /// `shared` slots any claim may take, and `owned` more, slot `k` of
+    /// which only `claim_own(k)` takes.
+    pub(crate) fn new(dev: Device, shared: u32, owned: u32, slot_len: usize) -> Result<Self> {
+        let n = shared + owned;
         let slot_len = NonZeroUsize::new(slot_len).unwrap_or(NonZeroUsize::MIN);
         let per_chunk = NonZeroUsize::new(SLOT_CHUNK / slot_len).unwrap_or(NonZeroUsize::MIN);
         let slot_len = slot_len.get();
@@ -518,12 +556,15 @@ impl DmaSlots {
             chunks.push(SlotChunk { buf, base }, GFP_KERNEL)?;
         }
         // INVARIANT: every chunk was sized for its slots above, and `free`
-        // holds the `n` indices the chunks cover.
+        // and `own` hold the `n` indices the chunks cover (`own`'s offset
+        // by `shared`).
         Ok(DmaSlots {
             chunks,
             per_chunk,
             slot_len,
-            free: IndexPool::new(n)?,
+            free: IndexPool::new(shared)?,
+            own: IndexPool::new(owned)?,
+            shared,
         })
     }
 
@@ -537,11 +578,26 @@ impl DmaSlots {
         self.chunks.iter().map(|c| c.buf.len()).max().unwrap_or(0)
     }
 
-    /// Sets `n` slots aside, all or none (lock-free; any context).
-    pub(crate) fn reserve(&self, n: u32) -> Option<SlotReservation<'_>> {
-        self.free
-            .reserve(n)
-            .map(|rsv| SlotReservation { slots: self, rsv })
+    /// Sets `n` slots aside, all or none (lock-free; any context): the
+    /// first of them owned slot `own` (index `shared + own`) if it is free,
+    /// claimed by its index with no search; the rest shared ones.
+    pub(crate) fn reserve(&self, own: Option<u32>, n: u32) -> Option<SlotReservation<'_>> {
+        let own = own
+            .filter(|&k| n > 0 && self.own.claim_at(k))
+            .map(|k| self.shared + k);
+        match self.free.reserve(n - u32::from(own.is_some())) {
+            Some(rsv) => Some(SlotReservation {
+                slots: self,
+                own,
+                rsv,
+            }),
+            None => {
+                if let Some(index) = own {
+                    self.release_index(index);
+                }
+                None
+            }
+        }
     }
 
     /// Claims a free slot (lock-free; any context).
@@ -554,7 +610,10 @@ impl DmaSlots {
     /// Releases slot `i` after the Send that used it completed (the token
     /// was consumed by `posted`). Releasing a free slot is a no-op.
     pub(crate) fn release_index(&self, i: u32) {
-        self.free.release(i);
+        match i.checked_sub(self.shared) {
+            None => self.free.release(i),
+            Some(k) => self.own.release(k),
+        }
     }
 
     /// Gives up the token once a Send names the slot: only its completion
@@ -592,15 +651,21 @@ impl DmaSlots {
         // for its slots), and no chunk is reallocated while `self` lives.
         let slot = unsafe { core::slice::from_raw_parts_mut(base.add(off), self.slot_len) };
         f(&mut slot[..len]);
-        // SAFETY: the range lies in the chunk's mapping made in `DmaBuf::new`.
-        unsafe {
-            b::iser_rs_dma_sync_for_device(
-                chunk.buf.dev.as_ptr(),
-                chunk.buf.dma + off as u64,
-                len,
-                1,
-            )
-        };
+        // Not for a software device (rxe, siw) or coherent DMA, unless
+        // debug_pagealloc is on (`DmaBuf::needs_sync`): no call then (step
+        // 20).
+        if chunk.buf.needs_sync {
+            // SAFETY: the range lies in the chunk's mapping made in
+            // `DmaBuf::new`.
+            unsafe {
+                b::iser_rs_dma_sync_for_device(
+                    chunk.buf.dev.as_ptr(),
+                    chunk.buf.dma + off as u64,
+                    len,
+                    1,
+                )
+            };
+        }
         Sge {
             addr: chunk.buf.dma + off as u64,
             length: len as u32,

@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
 # fio crc32c verify through iser_rs across block sizes from 512 B to 1 MiB,
 # including sizes that are not powers of two or page multiples, at iodepth
-# 1 and 32, and a random read/write mix.
+# 1 and 32, and a random read/write mix. Every command PDU sent from a
+# header slot took its task's own (step 19): task_slot_busy stays 0, as a
+# command with immediate data completes only after its Send did. Then a
+# read/write mix at iodepth 32 verifies clean with inline_sends=N (every
+# command PDU from a header slot, reads too), and with the test-only
+# inject_task_slot_held, where every such PDU finds its task's slot held
+# and takes a shared one (task_slot_busy counts each): the fallback for a
+# task that comes back before its previous Send completed, which rxe with
+# libiscsi's first-in first-out task reuse does not produce.
 . "$(dirname "$0")/../lib.sh"
 setup_rdma rxe
 setup_target 1
@@ -27,3 +35,25 @@ dd if="$disk" of=/tmp/readback bs=256k count=96 iflag=direct status=none || die 
 cmp /tmp/pattern /tmp/readback || die "read-back differs"
 log "dd 24 MiB write + read-back: identical"
 iscsiadm -m session -s | grep -E "err_|deferred|invalidations" | sed 's/^/# /'
+busy=$(session_stat task_slot_busy)
+[ "$busy" -eq 0 ] || die "task_slot_busy=$busy with inline headers (a command's own slot was still held)"
+logout_all
+wait_live_zero || die "live objects after logout: $(live_counts)"
+par=/sys/module/iser_rs/parameters
+restore_params() { echo Y > $par/inline_sends 2>/dev/null; echo N > $par/inject_task_slot_held 2>/dev/null; }
+if [ "${ISER_RS_NO_CLEANUP:-0}" = 1 ]; then trap restore_params EXIT; else trap 'restore_params; case_cleanup' EXIT; fi
+for phase in inline_sends=N inject_task_slot_held=Y; do
+    echo "${phase#*=}" > "$par/${phase%=*}"
+    disk=$(login iser | head -1); [ -n "$disk" ] || die "login with $phase"
+    fio_verify "$disk" --rw=randrw --rwmixread=50 --bs=4k --iodepth=32 --size=4M ||
+        die "randrw 4k iodepth 32 with $phase"
+    busy=$(session_stat task_slot_busy) errs=$(session_stat err_protocol) posts=$(session_stat err_post)
+    cmds=$(( $(session_stat cmds_read) + $(session_stat cmds_write) ))
+    log "$phase: randrw 4k iodepth 32 clean; commands $cmds, task_slot_busy $busy, err_protocol $errs, err_post $posts"
+    [ "$errs" -eq 0 ] && [ "$posts" -eq 0 ] || die "errors with $phase"
+    if [ "$phase" = inject_task_slot_held=Y ]; then
+        [ "$busy" -gt 0 ] || die "no command took a shared slot with inject_task_slot_held (task_slot_busy=0)"
+    fi
+    logout_all
+    wait_live_zero || die "live objects after logout with $phase: $(live_counts)"
+done
