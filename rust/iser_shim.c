@@ -125,8 +125,9 @@ MODULE_PARM_DESC(inject_logout_rsp_delay_ms, "Test only: hold each received Logo
  * Test only: every command PDU sent from a header slot finds its task's
  * own slot held, as when the Send of the task's previous command has not
  * completed yet, and takes a shared one (case 031). libiscsi hands its
- * free tasks out first in, first out, so on rxe a task comes back only
- * after that Send's completion was handled. N (the default): off.
+ * free tasks out first in, first out, so on rxe, with the queue depth well
+ * below the session's tasks, a task comes back only after that Send's
+ * completion was handled. N (the default): off.
  */
 bool iser_rs_inject_task_slot_held;
 module_param_named(inject_task_slot_held, iser_rs_inject_task_slot_held, bool, 0644);

@@ -24,8 +24,13 @@ macro_rules! counters {
                 Counters { $($field: AtomicU64::new(0),)* }
             }
 
+            /// How many there are: every one must fit libiscsi's custom
+            /// statistics (`set_custom_stat` drops those past
+            /// `ISCSI_STATS_CUSTOM_MAX`, and `iscsiadm` would not show them).
+            pub(crate) const COUNT: usize = counters!(@count $($field)*);
+
             /// (name, value) pairs in a fixed order, for `get_stats`.
-            pub(crate) fn snapshot(&self) -> [(&'static str, u64); counters!(@count $($field)*)] {
+            pub(crate) fn snapshot(&self) -> [(&'static str, u64); Self::COUNT] {
                 [$((stringify!($field), self.$field.load(Ordering::Relaxed)),)*]
             }
         }
@@ -33,6 +38,9 @@ macro_rules! counters {
     (@count $($f:ident)*) => { 0 $(+ counters!(@one $f))* };
     (@one $f:ident) => { 1 };
 }
+
+// Every counter shows in `iscsiadm -m session -s` (32 of 32 are used).
+const _: () = assert!(Counters::COUNT <= crate::sys::iscsi::CUSTOM_STATS_MAX);
 
 counters! {
     cmds_read: "SCSI commands reading from the target.",
@@ -50,7 +58,7 @@ counters! {
     rx_posted: "Receive ring buffers posted (the ring at login, then every repost).",
     rx_completed: "Receive ring completions (PDUs received into the ring); rx_posted - rx_completed is what the ring holds: RX_RING when idle.",
     send_queue_full: "PDUs refused for lack of a send slot (the midlayer retries commands).",
-    task_slot_busy: "Command PDUs sent from a shared header slot because their task's own was still held by the Send of its previous command (not yet completed; only a command without immediate data sent from a slot, as with inline_sends=N), or by the test-only inject_task_slot_held.",
+    task_slot_busy: "Command PDUs sent from a shared header slot because their task's own was still held by the Send of its previous command (not yet completed: a command without immediate data sent from a slot, as with inline_sends=N, or a task whose command was aborted or failed while its Send was pending), or by the test-only inject_task_slot_held.",
     err_protocol: "Protocol errors by the target (connection failed).",
     err_completion: "Work completions with an error (not flushes).",
     err_post: "Failed post_send/post_recv calls.",

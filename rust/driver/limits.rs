@@ -40,7 +40,7 @@ pub(crate) const SIGNAL_EVERY: usize = 16;
 pub(crate) const TX_DESCS: u32 = DATAOUT_MAX + CMDS_MAX + MGMT_MAX + SIGNAL_EVERY as u32;
 /// Header slots of the tasks' own, one per task index (`MRS`: every index
 /// is below it), after the shared ones: a command PDU with a header slot
-/// takes its task's (`DmaSlots::claim_own`, no search) and falls back to
+/// takes its task's (`DmaSlots::reserve` with its index, no search) and falls back to
 /// the shared ones (their `CMDS_MAX` share above) while the Send of the
 /// task's previous command has not completed. Released, as every slot,
 /// by the completion that covers its Send.

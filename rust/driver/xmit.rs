@@ -134,8 +134,8 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     }
     let cmd_sent = task.data().ok_or(EINVAL)?.cmd_sent;
     let scsi_data = task.scsi_data();
-    // Only a write has unsolicited Data-Out (the shim checks the direction
-    // too): a read skips the call.
+    // Only a write has unsolicited Data-Out (`Task::unsol_pdus_left`
+    // checks the direction too): a read skips the look.
     let unsol_pdus = if scsi_data.0 == Dir::ToDevice {
         task.unsol_pdus_left()
     } else {
@@ -203,8 +203,8 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
         let (Some(mut slot), Some((base, lkey))) = (rsv.as_mut().and_then(|r| r.take()), local)
         else {
             // Reserved above / set by send_command: unreachable unless
-            // libiscsi changed the task under us (or, before the shim
-            // checked the direction, a read inherited a failed write's
+            // libiscsi changed the task under us (or, before the
+            // direction was checked, a read inherited a failed write's
             // unsolicited state: case 054).
             pr_warn!(
                 "unsolicited Data-Out without a reserved slot or data: failing the connection\n"

@@ -126,6 +126,10 @@ pub(crate) trait TransportOps: 'static {
     fn task_hdr(data: &mut Self::TaskData) -> *mut u8;
 }
 
+/// Custom statistics a connection can show (`ISCSI_STATS_CUSTOM_MAX`):
+/// `Stats` drops any past it.
+pub(crate) const CUSTOM_STATS_MAX: usize = b::ISCSI_STATS_CUSTOM_MAX as usize;
+
 /// `ISCSI_ERR_CONN_FAILED`: the connection is gone.
 pub(crate) const ERR_CONN_FAILED: IscsiErr = b::iscsi_err_ISCSI_ERR_CONN_FAILED;
 
@@ -1124,7 +1128,7 @@ fn set_custom_stat(stats: &mut b::iscsi_stats, i: usize, name: &str, value: u64)
     let custom = unsafe {
         stats
             .custom
-            .as_mut_slice(b::ISCSI_STATS_CUSTOM_MAX as usize)
+            .as_mut_slice(CUSTOM_STATS_MAX)
     };
     if let Some(c) = custom.get_mut(i) {
         let n = name.len().min(c.desc.len() - 1);

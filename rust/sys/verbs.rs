@@ -432,7 +432,8 @@ impl DmaBuf {
 ///
 /// Chunk `c` holds `min(per_chunk, n - c * per_chunk)` slots of `slot_len`
 /// bytes, mapped to the device for as long as `self` lives; `free` hands
-/// each index below `n` to at most one [`SlotToken`] at a time.
+/// each index below `shared`, and `own` each index from `shared` to `n`
+/// (offset by `shared`), to at most one [`SlotToken`] at a time.
 pub(crate) struct DmaSlots {
     /// Chunk `c` holds slots `c * per_chunk ..`; a `KVVec`, so the chunk
     /// table itself never needs contiguous pages either.
@@ -541,7 +542,7 @@ impl Drop for SlotReservation<'_> {
 
 impl DmaSlots {
     /// `shared` slots any claim may take, and `owned` more, slot `k` of
-    /// which only `claim_own(k)` takes.
+    /// which only `reserve(Some(k), _)` takes.
     pub(crate) fn new(dev: Device, shared: u32, owned: u32, slot_len: usize) -> Result<Self> {
         let n = shared + owned;
         let slot_len = NonZeroUsize::new(slot_len).unwrap_or(NonZeroUsize::MIN);
@@ -637,8 +638,9 @@ impl DmaSlots {
         let i = t.index as usize;
         let off = (i % self.per_chunk) * self.slot_len;
         let Some(chunk) = self.chunks.get(i / self.per_chunk) else {
-            // INVARIANT: tokens come from `free`, sized `n` in `new`, and
-            // the chunks hold `n` slots; an empty SGE if that ever broke.
+            // INVARIANT: tokens come from `free` and `own`, which cover
+            // `n` indices together (`new`), and the chunks hold `n` slots;
+            // an empty SGE if that ever broke.
             return Sge {
                 addr: 0,
                 length: 0,
@@ -1387,7 +1389,10 @@ impl QpRef {
             let ret = unsafe { b::iser_rs_post_send(qp, head, &mut posted) };
             return kernel::error::to_result(ret).map_err(|err| PostFailed { err, posted });
         };
-        // What `ib_post_send` does, without the shim's call (step 18). A
+        // What `ib_post_send` does, without the shim's call (step 18). (An
+        // indirect call from Rust: on a kernel with kCFI, which neither
+        // kernel of the suite is built with, rustc's type IDs must match
+        // the provider's; untested there.) A
         // provider that fails without naming the bad WR posted nothing.
         let mut bad = head;
         // SAFETY: the provider's own post for this QP, with the caller's

@@ -5,8 +5,9 @@
 # header slot took its task's own (step 19): task_slot_busy stays 0, as a
 # command with immediate data completes only after its Send did. Then a
 # read/write mix at iodepth 32 verifies clean with inline_sends=N (every
-# command PDU from a header slot, reads too), and with the test-only
-# inject_task_slot_held, where every such PDU finds its task's slot held
+# command PDU from a header slot, reads too), and then, inline_sends=N
+# kept, with the test-only inject_task_slot_held on too, where every such
+# PDU finds its task's slot held
 # and takes a shared one (task_slot_busy counts each): the fallback for a
 # task that comes back before its previous Send completed, which rxe with
 # libiscsi's first-in first-out task reuse does not produce.
