@@ -1125,11 +1125,7 @@ fn set_custom_stat(stats: &mut b::iscsi_stats, i: usize, name: &str, value: u64)
     // SAFETY: `stats` comes from libiscsi's get_stats buffer (the only
     // way to a `Stats`), which holds ISCSI_STATS_CUSTOM_MAX entries after
     // the fixed fields.
-    let custom = unsafe {
-        stats
-            .custom
-            .as_mut_slice(CUSTOM_STATS_MAX)
-    };
+    let custom = unsafe { stats.custom.as_mut_slice(CUSTOM_STATS_MAX) };
     if let Some(c) = custom.get_mut(i) {
         let n = name.len().min(c.desc.len() - 1);
         for (d, s) in c.desc.iter_mut().zip(name.as_bytes()[..n].iter()) {
