@@ -255,11 +255,10 @@ impl Mr {
     #[inline(always)]
     fn set_key(&self, key: u8) {
         let mr = self.mr.as_ptr();
-        // SAFETY: the MR is live while `self` is, and not in a posted
-        // registration: the driver calls `bump_key` only before posting
-        // one and `restore_key` only when that post failed, with the MR
-        // its command's own (`MrPool::for_task`), so nothing else writes
-        // its keys meanwhile.
+        // The driver calls `bump_key` only before posting a registration
+        // and `restore_key` only when that post failed, on its command's
+        // own MR (`MrPool::for_task`): nothing else writes its keys then.
+        // SAFETY: the MR is live while `self` is, and in no posted WR.
         unsafe {
             (*mr).lkey = ((*mr).lkey & !0xff) | u32::from(key);
             (*mr).rkey = ((*mr).rkey & !0xff) | u32::from(key);
@@ -1201,10 +1200,9 @@ pub(crate) struct RegReq<'a> {
 /// go through the shim, which injects; otherwise they call the provider.
 #[inline(always)]
 fn post_faults_armed() -> bool {
-    // SAFETY: the shim's constant pointer names an `unsigned long` that
-    // lives as long as the module (the fault attribute's probability, or
-    // a constant zero without the framework); debugfs writes it, hence the
-    // volatile read (`READ_ONCE`).
+    // The pointer names the fault attribute's probability (or a constant
+    // zero without the framework); debugfs writes it: `READ_ONCE`.
+    // SAFETY: a constant pointer to a module-lifetime `unsigned long`.
     unsafe { core::ptr::read_volatile(b::iser_rs_fail_post_armed) != 0 }
 }
 
