@@ -134,6 +134,18 @@ module_param_named(inject_task_slot_held, iser_rs_inject_task_slot_held, bool, 0
 MODULE_PARM_DESC(inject_task_slot_held, "Test only: command PDUs find their task's own header slot held and take a shared one (default: N)");
 
 /*
+ * Test only: a connection's QP is created asking the device for at most
+ * this many SGEs per send work request, while the driver builds its Sends
+ * as usual, so the device itself refuses a Send with more (rxe: EINVAL,
+ * naming that work request): a command chain fails at its Send after its
+ * REG_MR was posted, through the direct post path (case 054). Read at QP
+ * creation. 0 (the default): off.
+ */
+unsigned int iser_rs_inject_qp_send_sge;
+module_param_named(inject_qp_send_sge, iser_rs_inject_qp_send_sge, uint, 0644);
+MODULE_PARM_DESC(inject_qp_send_sge, "Test only: create QPs with at most this many send SGEs, so the device refuses larger Sends (default: 0, off)");
+
+/*
  * Fault injection for the guest suite (case 056): a device that takes
  * fewer SGEs per work request than this is made to look as if it took
  * only this many (receive and send alike), so a connection's setup meets

@@ -899,11 +899,17 @@ impl Resources {
         // (rxe: 400 bytes, siw: 80, most HCAs more): asked for first, and
         // without it if the device refuses.
         let want_inline = crate::sys::params::param_inline_sends();
-        let (qp, inline_hdrs) =
-            match want_inline.then(|| id.create_qp(&pd, &cq, sq_depth, MAX_RECV_WR, INLINE_LEN)) {
-                Some(Ok(qp)) => (qp, true),
-                _ => (id.create_qp(&pd, &cq, sq_depth, MAX_RECV_WR, 0)?, false),
-            };
+        // (Test only: `inject_qp_send_sge` asks for fewer, so the device
+        // refuses the Sends that have more.)
+        let send_sge = match crate::sys::params::param_inject_qp_send_sge() {
+            0 => SEND_SGE_MAX as u32,
+            n => n.min(SEND_SGE_MAX as u32),
+        };
+        let create = |inline| id.create_qp(&pd, &cq, sq_depth, send_sge, MAX_RECV_WR, inline);
+        let (qp, inline_hdrs) = match want_inline.then(|| create(INLINE_LEN)) {
+            Some(Ok(qp)) => (qp, true),
+            _ => (create(0)?, false),
+        };
         // From here on nothing fails.
         Ok(KBox::write(
             slot,

@@ -212,12 +212,14 @@ impl CmIdRef {
     }
 
     /// Creates the RC QP on `pd` with both queues on `cq`, able to send
-    /// `max_inline_data` bytes inline (0: none; the device may refuse).
+    /// `max_inline_data` bytes inline (0: none; the device may refuse),
+    /// with `max_send_sge` SGEs per send work request.
     pub(crate) fn create_qp(
         self,
         pd: &Pd,
         cq: &Cq,
         max_send_wr: u32,
+        max_send_sge: u32,
         max_recv_wr: u32,
         max_inline_data: u32,
     ) -> Result<QpRef> {
@@ -227,7 +229,7 @@ impl CmIdRef {
             cap: b::ib_qp_cap {
                 max_send_wr,
                 max_recv_wr,
-                max_send_sge: super::verbs::SEND_SGE_MAX as u32,
+                max_send_sge,
                 max_recv_sge: super::verbs::RECV_SGE_MAX as u32,
                 max_inline_data,
                 ..Default::default()

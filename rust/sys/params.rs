@@ -74,6 +74,13 @@ pub(crate) fn param_inject_task_slot_held() -> bool {
     unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_inject_task_slot_held)) }
 }
 
+/// The `inject_qp_send_sge` fault-injection parameter (0644; 0: off).
+pub(crate) fn param_inject_qp_send_sge() -> u32 {
+    // SAFETY: an aligned u32 module parameter; a concurrent sysfs write
+    // stores a whole word.
+    unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_inject_qp_send_sge)) }
+}
+
 /// The `inject_send_pdu_busy_ms` fault-injection parameter (0644; 0: off).
 pub(crate) fn param_inject_send_pdu_busy_ms() -> u32 {
     // SAFETY: an aligned u32 module parameter; a concurrent sysfs write

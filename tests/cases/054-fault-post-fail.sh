@@ -50,6 +50,14 @@
 #   receive repost in softirq, a LOCAL_INV...), for K in 1 3 10 30 100 300;
 #   the connection fails and comes back or the command is retried, the
 #   verify stays clean, live counts are unchanged.
+# - The device's own refusal: with the injection off the posts call the
+#   provider directly (step 18), which names the work request it refused.
+#   A QP created with one send SGE (test-only inject_qp_send_sge=1, with
+#   inline_sends=N) makes rxe refuse each 64 KiB write's command Send,
+#   after its REG_MR was posted: the connection fails saying the chain
+#   was posted in part (at least 1 work request), and once the injection
+#   is off the writes complete and read back identical, with no error
+#   completion and no QP in error on its own.
 # At the end: logout leaves live counts 0, no kernel report. The case runs
 # at debug_level 2 and checks that a connection failed from xmit names
 # its source line.
@@ -57,6 +65,8 @@
 dbg=/sys/kernel/debug
 mountpoint -q $dbg || mount -t debugfs none $dbg 2>/dev/null
 restore() {
+    echo 0 > /sys/module/iser_rs/parameters/inject_qp_send_sge 2>/dev/null
+    echo Y > /sys/module/iser_rs/parameters/inline_sends 2>/dev/null
     [ -d $dbg/fail_iser_rs_post ] && echo 0 > $dbg/fail_iser_rs_post/probability &&
         echo 0 > $dbg/fail_iser_rs_post/partial
     case_cleanup
@@ -193,6 +203,50 @@ log "any post: $hits failed posts, $(( $(iser_connects) - c0 )) reconnects, fio 
 [ "$(live_counts)" = "$counts0" ] || die "live counts changed: $counts0 -> $(live_counts)"
 logout_all
 wait_live_zero || die "live objects after logout: $(live_counts)"
+
+# The device's own refusal. Every failure above came from the shim's
+# fault injection, which is where the posts go while it is armed; with it
+# off they call the provider directly (bench/README.md, step 18), which
+# says by the work request it names how much of a chain it posted. A QP
+# created with one send SGE (inject_qp_send_sge=1, inline_sends=N so that
+# rxe keeps it at one) makes rxe refuse, with EINVAL, each Send with more:
+# a 64 KiB write's command PDU with its immediate data, after the REG_MR
+# before it was posted. Expected: "command chain posted in part (N of its
+# work requests)" with N >= 1, counted from the refused work request
+# (the connection fails; sessions come back while the injection stays,
+# and fail again), and once it is off the writes complete and read back
+# identical, with no error completion and no QP in error on its own.
+par=/sys/module/iser_rs/parameters
+echo 0 > $f/probability
+echo N > $par/inline_sends
+echo 1 > $par/inject_qp_send_sge
+login_node $TGT_IP4:$TGT_PORT node.session.timeo.replacement_timeout=120 $UNSOL_LOGIN || die "login with one send SGE"
+disk=$(wait_disks | head -1) || die "no disk with one send SGE"
+p0=$(kmsg_count 'iser_rs: command chain posted in part') qe0=$(kmsg_count 'iser_rs: QP in error state')
+c0=$(iser_connects)
+head -c $((512 * 1024)) /dev/urandom > /tmp/sge-pattern
+dd if=/tmp/sge-pattern of="$disk" bs=64k oflag=direct status=none &
+ddpid=$!
+for ((i = 0; i < 300; i++)); do
+    [ "$(kmsg_count 'iser_rs: command chain posted in part')" -gt "$p0" ] && break
+    sleep 0.2
+done
+echo 0 > $par/inject_qp_send_sge
+wait $ddpid || die "64k writes after the device refused their Sends (dd status $?)"
+line=$(grep -a 'iser_rs: command chain posted in part' "$KMSG_WATCH_FILE" | tail -1)
+[ -n "$line" ] && [ "$i" -lt 300 ] || die "no command chain posted in part with one send SGE in 60 s"
+n=$(echo "$line" | sed -n 's/.*posted in part (\([0-9]*\) of.*/\1/p')
+ms=$(wait_sess LOGGED_IN 1 90) || die "session not back after the device's refusals ($(sess_states))"
+dd if="$disk" of=/tmp/sge-readback bs=64k count=8 iflag=direct status=none || die "read back"
+cmp /tmp/sge-pattern /tmp/sge-readback || die "read-back differs after the device's refusals"
+qerr=$(( $(kmsg_count 'iser_rs: QP in error state') - qe0 ))
+log "device refusals: $(( $(kmsg_count 'iser_rs: command chain posted in part') - p0 )) chains posted in part (the last: $n of its work requests), $(( $(iser_connects) - c0 )) reconnects, $qerr QPs in error on their own; 512 KiB written and read back identical"
+[ "${n:-0}" -ge 1 ] || die "the refused chain was counted as posting $n work requests (its REG_MR ran)"
+[ "$(kmsg_count 'iser_rs: .* failed, status')" = 0 ] || die "work completions with an error after the device's refusals"
+[ "$qerr" = 0 ] || die "$qerr QPs went to error after the device's refusals"
+echo Y > $par/inline_sends
+logout_all
+wait_live_zero || die "live objects after logout (one send SGE): $(live_counts)"
 grep -a -qE 'iser_rs: connection failed .* at [^ ]+\.rs:[0-9]+$' "$KMSG_WATCH_FILE" ||
     die "debug_level 2: no connection failure named its source line"
 kmsg_watch_check || die "kernel report"
