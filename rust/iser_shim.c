@@ -122,18 +122,6 @@ module_param_named(inject_logout_rsp_delay_ms, iser_rs_inject_logout_rsp_delay_m
 MODULE_PARM_DESC(inject_logout_rsp_delay_ms, "Test only: hold each received Logout Response this many ms before handling it (default: 0)");
 
 /*
- * Test only: every command PDU sent from a header slot finds its task's
- * own slot held, as when the Send of the task's previous command has not
- * completed yet, and takes a shared one (case 031). libiscsi hands its
- * free tasks out first in, first out, so on rxe, with the queue depth well
- * below the session's tasks, a task comes back only after that Send's
- * completion was handled. N (the default): off.
- */
-bool iser_rs_inject_task_slot_held;
-module_param_named(inject_task_slot_held, iser_rs_inject_task_slot_held, bool, 0644);
-MODULE_PARM_DESC(inject_task_slot_held, "Test only: command PDUs find their task's own header slot held and take a shared one (default: N)");
-
-/*
  * Test only: a connection's QP is created asking the device for at most
  * this many SGEs per send work request, while the driver builds its Sends
  * as usual, so the device itself refuses a Send with more (rxe: EINVAL,

@@ -23,7 +23,6 @@ extern unsigned int iser_rs_inject_send_pdu_delay_ms;
 extern unsigned int iser_rs_inject_send_pdu_busy_ms;
 extern unsigned int iser_rs_inject_setup_delay_ms;
 extern unsigned int iser_rs_inject_logout_rsp_delay_ms;
-extern bool iser_rs_inject_task_slot_held;
 extern unsigned int iser_rs_inject_qp_send_sge;
 
 /* True when some module already registered an iSCSI transport "name". */

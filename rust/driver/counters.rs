@@ -58,7 +58,7 @@ counters! {
     rx_posted: "Receive ring buffers posted (the ring at login, then every repost).",
     rx_completed: "Receive ring completions (PDUs received into the ring); rx_posted - rx_completed is what the ring holds: RX_RING when idle.",
     send_queue_full: "PDUs refused for lack of a send slot (the midlayer retries commands).",
-    task_slot_busy: "Command PDUs sent from a shared header slot because their task's own was still held by the Send of its previous command (not yet completed: a command without immediate data sent from a slot, as with inline_sends=N, or a task whose command was aborted or failed while its Send was pending), or by the test-only inject_task_slot_held.",
+    task_slot_busy: "Command PDUs sent from a shared header slot because their task's own was still held by the Send of its previous command (not yet completed: a command without immediate data sent from a slot, as with inline_sends=N, or a task whose command was aborted or failed while its Send was pending).",
     err_protocol: "Protocol errors by the target (connection failed).",
     err_completion: "Work completions with an error (not flushes).",
     err_post: "Failed post_send/post_recv calls.",

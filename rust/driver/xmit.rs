@@ -158,12 +158,7 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
         // The command PDU's slot is its task's own, free unless the Send
         // of the task's previous command has not completed yet (then a
         // shared one): no search (step 19).
-        // (Test only: `inject_task_slot_held` makes it seem held.)
-        let own = if cmd_slot && !crate::sys::params::param_inject_task_slot_held() {
-            task.index()
-        } else {
-            None
-        };
+        let own = if cmd_slot { task.index() } else { None };
         let Some(rsv) = res.tx.slots.reserve(own, need) else {
             conn.counters.tx_full();
             return Err(ENOBUFS());

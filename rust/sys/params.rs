@@ -66,14 +66,6 @@ pub(crate) fn param_inject_logout_rsp_delay_ms() -> u32 {
     unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_inject_logout_rsp_delay_ms)) }
 }
 
-/// The `inject_task_slot_held` fault-injection parameter (0644; false:
-/// off).
-pub(crate) fn param_inject_task_slot_held() -> bool {
-    // SAFETY: a bool module parameter; a concurrent sysfs write stores a
-    // whole byte (0 or 1).
-    unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_inject_task_slot_held)) }
-}
-
 /// The `inject_qp_send_sge` fault-injection parameter (0644; 0: off).
 pub(crate) fn param_inject_qp_send_sge() -> u32 {
     // SAFETY: an aligned u32 module parameter; a concurrent sysfs write
