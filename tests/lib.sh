@@ -605,7 +605,11 @@ peer_fio_verify() {
 # EXPECT: conn-error (reconnect, I/O retried, verify clean), no-error
 # (verify clean, no reconnect), tmf (an abort, verify clean), late-dead
 # (status-first: the late RDMA Write finds the STag invalid), login-fail
-# (the login fails cleanly), any (verify clean; reconnect or not).
+# (the login fails cleanly), any (verify clean; reconnect or not),
+# logout-refused (verify clean, no reconnect; the logout at the end is
+# refused and the target disconnects: iser_rs judges that disconnect as a
+# lost connection, saying the Logout was refused, and the session still
+# ends).
 # Always: no kernel report, logout, live counts zero, the module unloads.
 # Returns 0 on PASS. The last outcome line is in $PEER_MODE_RESULT.
 PEER_MODE_RESULT=
@@ -649,7 +653,7 @@ peer_mode() {
             [ "$ini" = iser_rs ] || d="?"
             case $expect in
             conn-error | late-dead) [ "$ini" = ib_iser ] || [ "$d" -ge 1 ] || why+=("no reconnect") ;;
-            no-error) [ "$ini" = ib_iser ] || [ "$d" = 0 ] || why+=("$d reconnects") ;;
+            no-error | logout-refused) [ "$ini" = ib_iser ] || [ "$d" = 0 ] || why+=("$d reconnects") ;;
             esac
         fi
     fi
@@ -664,6 +668,11 @@ peer_mode() {
     [ "$(peer_stat mode_events)" -ge 1 ] || why+=("the mode never fired")
     case $expect in
     tmf) [ "$(peer_stat aborts)" -ge 1 ] || why+=("no abort TMF") ;;
+    logout-refused)
+        # The target's disconnect after its refusal, judged as the end of
+        # no successful logout (iser_rs: IserConn::judge_disconnect).
+        [ "$ini" = ib_iser ] || grep -aq 'iser_rs: .*connection lost (disconnected, the Logout refused)' "$kmsg" ||
+            why+=("no judgement of the disconnect after the refused Logout") ;;
     late-dead)
         [ "$(peer_stat late_succeeded)" = 0 ] || why+=("RDMA Write after status SUCCEEDED: STag valid after completion")
         [ "$(peer_stat late_access_error)" -ge 1 ] || why+=("late write did not fail with an access error") ;;

@@ -988,7 +988,8 @@ impl IserConn {
         }
     }
 
-    /// A deferred disconnect, judged once: the end of a successful logout,
+    /// A disconnect after a Logout, judged once (deferred, or at once when
+    /// its response was handled first): the end of a successful logout,
     /// or a lost connection (the Logout unanswered, or refused). Nothing
     /// is reported once `stop_conn` stopped the connection. Softirq, or
     /// process context (`login_rsp_work`).
@@ -1446,16 +1447,19 @@ impl CmHandler for IserConn {
                 // A Logout out and its response not handled yet (it may be
                 // in the CQ still): judged when it is (case 045).
                 let deferred = !stopping && self.defer_disconnect();
+                // Its Logout Response handled already: judged now, as the
+                // end of a successful logout or, the Logout refused, a lost
+                // connection (case 065, logout-refused: before, this said
+                // "disconnected after logout" for a refused one too).
+                let answered = !stopping && !deferred && self.logged_out.load(Ordering::Acquire);
                 if deferred {
                     pr_info!(
                         "disconnected before its Logout Response was handled: judged then, or in {} ms\n",
                         LOGOUT_RSP_GRACE_MS
                     );
-                } else if self.logged_out.load(Ordering::Acquire) {
-                    pr_info!("disconnected after logout\n");
                 } else if stopping {
                     iser_dbg!("disconnected: the connection was stopped\n");
-                } else {
+                } else if !answered {
                     pr_warn!("connection lost ({:?})\n", ev.kind);
                 }
                 if self.state() == State::Connecting {
@@ -1463,7 +1467,9 @@ impl CmHandler for IserConn {
                 } else {
                     self.set_state(State::Down, None);
                 }
-                if !stopping && !deferred && !self.end_after_logout() {
+                if answered {
+                    self.judge_disconnect();
+                } else if !stopping && !deferred && !self.end_after_logout() {
                     self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
                 }
             }

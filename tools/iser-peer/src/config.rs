@@ -25,6 +25,7 @@ pub enum Mode {
     Hello,
     LoginDigest,
     LoginNoRdma,
+    LogoutRefused,
 }
 
 pub const MODES: &[(&str, Mode)] = &[
@@ -47,6 +48,7 @@ pub const MODES: &[(&str, Mode)] = &[
     ("hello", Mode::Hello),
     ("login-digest", Mode::LoginDigest),
     ("login-nordma", Mode::LoginNoRdma),
+    ("logout-refused", Mode::LogoutRefused),
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

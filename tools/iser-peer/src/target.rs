@@ -61,6 +61,9 @@ const K_PROBE: u64 = 6;
 const K_LATE: u64 = 7;
 /// The SCSI Response of `--steal-how send-inv` (value: its send slot).
 const K_STEAL: u64 = 8;
+/// The Send of a refused Logout's response (mode LogoutRefused): its
+/// completion disconnects.
+const K_BYE: u64 = 9;
 /// How many stalled commands `stall` remembers, so as not to stall the
 /// initiator's retry of one of them again.
 const STALLED_KEYS: usize = 1024;
@@ -629,6 +632,22 @@ impl Peer {
             }
             return Err(format!("{what} ended the connection"));
         }
+        if kind == K_BYE {
+            if let Ok(slot) = u32::try_from(val) {
+                c.send_free.push(slot);
+            }
+            // Sent (or not): the connection is dropped, as a target that
+            // gives up on it after refusing the Logout.
+            log(&format!(
+                "{}: mode LogoutRefused: response Send {}, disconnecting",
+                c.name,
+                if w.ok { "completed" } else { "failed" }
+            ));
+            c.closing = true;
+            self.c.disconnects_by_peer += 1;
+            c.ep.disconnect();
+            return Ok(());
+        }
         if kind == K_STEAL {
             if let Ok(slot) = u32::try_from(val) {
                 c.send_free.push(slot);
@@ -801,7 +820,20 @@ impl Peer {
                 let mut r = c.bhs(0x26, 0x80);
                 r[16..20].copy_from_slice(&bhs[16..20]);
                 c.status_fields(&mut r, true);
-                self.send(c, &r, &[], None, ISER_VER)
+                if self.cfg.mode != Mode::LogoutRefused || c.discovery {
+                    return self.send(c, &r, &[], None, ISER_VER);
+                }
+                // Refused: "cleanup failed" (RFC 7143 §11.15.1); the
+                // connection is dropped once the response's Send completed
+                // (`K_BYE`: a disconnect right after the post would flush
+                // the Send unsent).
+                r[2] = 3;
+                self.c.mode_events += 1;
+                log(&format!(
+                    "{}: mode LogoutRefused: Logout answered \"cleanup failed\"",
+                    c.name
+                ));
+                self.send_kind(c, &r, &[], None, ISER_VER, K_BYE)
             }
             0x05 => {
                 // Unsolicited Data-Out (we negotiate InitialR2T=Yes, so only
@@ -1177,7 +1209,10 @@ impl Peer {
         key: (bool, u64, u64),
     ) -> Option<Mode> {
         let m = self.cfg.mode;
-        if matches!(m, Mode::Polite | Mode::LoginDigest | Mode::LoginNoRdma) {
+        if matches!(
+            m,
+            Mode::Polite | Mode::LoginDigest | Mode::LoginNoRdma | Mode::LogoutRefused
+        ) {
             return None;
         }
         if self.cfg.conn.is_some_and(|k| k != c.index) {
