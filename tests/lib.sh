@@ -657,8 +657,15 @@ peer_mode() {
             esac
         fi
     fi
+    # logout-refused: iscsid is held 3 s in the Logout's send_pdu call
+    # (inject_send_pdu_delay_ms), so that it cannot stop the connection on
+    # the refusal before the target's disconnect is judged (a stopped
+    # connection's disconnect is not reported).
+    [ "$expect" = logout-refused ] && [ "$ini" = iser_rs ] &&
+        echo 3000 > /sys/module/iser_rs/parameters/inject_send_pdu_delay_ms
     logout_all
     if [ "$ini" = iser_rs ]; then
+        echo 0 > /sys/module/iser_rs/parameters/inject_send_pdu_delay_ms
         wait_live_zero || why+=("live objects: $(live_counts)")
         rmmod iser_rs || why+=("rmmod iser_rs failed")
     else

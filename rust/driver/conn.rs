@@ -201,9 +201,10 @@ pub(crate) struct IserConn {
     /// A failure was reported (`conn_error`): receives are dropped.
     failed: AtomicBool,
     /// A Logout Response was handled (the receive path got it, or
-    /// `login_rsp_work` took a held one): the target's disconnect that follows is
-    /// the end of a logout (or of a discovery session), not a lost link,
-    /// and is logged as such.
+    /// `login_rsp_work` took a held one): the target's disconnect that
+    /// follows is judged by it (`judge_disconnect`): the end of a logout
+    /// (or of a discovery session) when it succeeded, a lost link when it
+    /// was refused.
     logged_out: AtomicBool,
     /// That Logout Response said "connection closed successfully": iscsid,
     /// which got it, stops the connection itself, so the disconnect (and
@@ -992,7 +993,7 @@ impl IserConn {
     /// its response was handled first): the end of a successful logout,
     /// or a lost connection (the Logout unanswered, or refused). Nothing
     /// is reported once `stop_conn` stopped the connection. Softirq, or
-    /// process context (`login_rsp_work`).
+    /// process context (`login_rsp_work`, the CM handler).
     fn judge_disconnect(&self) {
         if self.drained.load(Ordering::Acquire) {
             return;

@@ -157,7 +157,7 @@ pub const USAGE: &str = "usage: iser-peer [options] ADDRESS [PORT]
                          polite inv-wrong inv-other inv-none bad-version rsvd-bits
                          wsv-zero big-data unknown-itt datain-ctrl r2t-ctrl
                          status-first dup-status rnr disconnect stall hello
-                         login-digest login-nordma
+                         login-digest login-nordma logout-refused
   --at N                 the mode fires on the N-th READ/WRITE (default 40)
   --every N              ... and again every N READ/WRITEs after that
                          (SIGUSR1 arms it at once, whatever --at says)
