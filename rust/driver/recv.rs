@@ -132,14 +132,20 @@ fn scsi_response(
     data: &[u8],
 ) {
     conn.counters.response();
-    match on_scsi_response(
-        conn,
-        iscsi,
-        itt,
-        wc.invalidated_rkey(),
-        desc.index,
-        wc.byte_len(),
-    ) {
+    let inv = wc.invalidated_rkey();
+    // A read's SendInvSE naming its one STag, armed on its MR: settled
+    // there, without the task's rules (step 23).
+    if let Some(rkey) = inv {
+        let itt = u32::from_ne_bytes(itt.0);
+        if conn
+            .resources()
+            .is_some_and(|res| res.mrs.settle_remote(itt, rkey))
+        {
+            conn.counters.remote_inv();
+            return conn.deliver(iscsi, desc, hdr, data);
+        }
+    }
+    match on_scsi_response(conn, iscsi, itt, inv, desc.index, wc.byte_len()) {
         Ok(RspAction::CompleteNow) => conn.deliver(iscsi, desc, hdr, data),
         Ok(RspAction::Deferred) => {
             // Completed (and the buffer reposted) when the local

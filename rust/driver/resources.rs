@@ -117,6 +117,32 @@ pub(crate) struct MrSlot {
     /// owner's STag is dead when libiscsi releases it. Cleared at the next
     /// registration.
     tmf_invalidated: AtomicBool,
+    /// A read whose SendInvSE alone completes it
+    /// (`TaskStags::settles_remotely`): its rkey (high half) and `ARMED`,
+    /// then `SETTLED` once the receive path saw that SendInvSE
+    /// (`settle_remote`); 0 otherwise. Armed before the command's post,
+    /// taken back (0) by the task's slow response path and by `cleanup`,
+    /// so a response settles a command at most once and only while the
+    /// command holds the MR.
+    remote_settle: AtomicU64,
+}
+
+/// Low half of `MrSlot::remote_settle`: a read's SendInvSE is awaited.
+const ARMED: u64 = 1;
+/// Low half of `MrSlot::remote_settle`: that SendInvSE came; the target
+/// invalidated the STag (the device did so before it completed the
+/// receive).
+const SETTLED: u64 = 2;
+
+/// What `MrSlot::take_remote_settle` found.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RemoteSettle {
+    /// Never armed for the current command, or taken back already.
+    Off,
+    /// Armed; no SendInvSE settled it.
+    Armed,
+    /// Settled by its SendInvSE: the STag is dead.
+    Settled,
 }
 
 /// Low half of `MrSlot::owner_itt` for an MR a command holds.
@@ -142,6 +168,7 @@ impl MrPool {
                     owner_itt: AtomicU64::new(0),
                     owner_lun: AtomicU64::new(0),
                     tmf_invalidated: AtomicBool::new(false),
+                    remote_settle: AtomicU64::new(0),
                 },
                 GFP_KERNEL,
             )?;
@@ -165,6 +192,28 @@ impl MrPool {
     /// MR `i` and its marks.
     pub(crate) fn slot(&self, i: u16) -> Option<&MrSlot> {
         self.slots.get(usize::from(i))
+    }
+
+    /// A SendInvSE naming `rkey` came with the SCSI Response of raw ITT
+    /// `itt` (softirq): settles the command on its MR, without the task,
+    /// if that MR is armed for a read with this rkey
+    /// ([`MrSlot::arm_remote_settle`]). `true`: the command's rules are
+    /// met (its one STag is dead, nothing else holds it), and the response
+    /// goes to libiscsi at once; `false`: the task's rules decide.
+    #[inline]
+    pub(crate) fn settle_remote(&self, itt: u32, rkey: u32) -> bool {
+        let Some(slot) = self.slots.get(crate::sys::iscsi::itt_index(itt) as usize) else {
+            return false;
+        };
+        let armed = u64::from(rkey) << 32 | ARMED;
+        slot.remote_settle
+            .compare_exchange(
+                armed,
+                u64::from(rkey) << 32 | SETTLED,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok()
     }
 
     /// The rkeys of the MRs held by commands in `scope`, each marked as
@@ -214,6 +263,24 @@ impl MrSlot {
             self.dirty.store(true, Ordering::Relaxed);
         }
         self.owner_itt.store(0, Ordering::Release);
+    }
+
+    /// The command about to be posted is a read whose SendInvSE naming
+    /// `rkey` alone completes it (`TaskStags::settles_remotely`): the
+    /// receive path may settle it here (`MrPool::settle_remote`).
+    pub(crate) fn arm_remote_settle(&self, rkey: u32) {
+        self.remote_settle
+            .store(u64::from(rkey) << 32 | ARMED, Ordering::Release);
+    }
+
+    /// Takes the settle mark back (the task's response rules run instead,
+    /// or the command was released or never posted): what it was.
+    pub(crate) fn take_remote_settle(&self) -> RemoteSettle {
+        match self.remote_settle.swap(0, Ordering::AcqRel) & 3 {
+            ARMED => RemoteSettle::Armed,
+            SETTLED => RemoteSettle::Settled,
+            _ => RemoteSettle::Off,
+        }
     }
 
     /// Whether a successful TMF invalidated the MR for its current owner.

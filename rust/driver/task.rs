@@ -12,7 +12,11 @@
 //! invalidated → completable. A response whose command still has a valid
 //! STag is held back, with its receive buffer, until the local
 //! invalidation completes: **no command completes to SCSI while one of its
-//! STags is valid.**
+//! STags is valid.** One case skips the task: a read whose SendInvSE
+//! alone completes it (`TaskStags::settles_remotely`) is armed on its MR
+//! before its post, and the receive path settles that response there by
+//! one compare-and-swap (`MrPool::settle_remote`); the task's own rules
+//! and `cleanup` take the mark back, and read it as the STag's death.
 //!
 //! Contexts: responses and invalidation completions in softirq (the
 //! connection's one CQ); `cleanup` from libiscsi in either process context
@@ -20,7 +24,7 @@
 //! under the back_lock (`Then`).
 
 use super::conn::IserConn;
-use super::resources::{InvDesc, TmfInvDesc, NO_HELD};
+use super::resources::{InvDesc, RemoteSettle, TmfInvDesc, NO_HELD};
 use crate::proto;
 use crate::proto::task::TaskStags;
 use crate::sys::iscsi::{Conn, Task, BHS_LEN};
@@ -288,6 +292,18 @@ pub(crate) fn on_scsi_response(
         let Some(stags) = t.stags.as_mut() else {
             return Ok(RspOutcome::NoTask);
         };
+        // A read armed for the settle on its MR (step 23) answered
+        // otherwise, or answered again: the mark is taken back, so no
+        // later SendInvSE settles it there, and one that did already made
+        // this a second response.
+        if let Some(i) = t.mrs[0] {
+            let settle = conn
+                .resources()
+                .and_then(|res| res.mrs.slot(i).map(|s| s.take_remote_settle()));
+            if settle == Some(RemoteSettle::Settled) {
+                return Err(proto::ProtoError::TaskState);
+            }
+        }
         let todo = stags.on_response(inv)?;
         if inv.is_some() {
             conn.counters.remote_inv();
@@ -459,7 +475,10 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
                 let Some(slot_mr) = res.mrs.slot(i) else {
                     return;
                 };
-                let valid = live && !slot_mr.tmf_invalidated();
+                // Settled by its SendInvSE on the MR (step 23): the task's
+                // rules never heard of it, and the STag is dead.
+                let settled = slot_mr.take_remote_settle() == RemoteSettle::Settled;
+                let valid = live && !settled && !slot_mr.tmf_invalidated();
                 if valid && !c.qp_flushed() && c.counters.released_valid() == 0 {
                     pr_err!(
                         "STag guarantee broken: a command was released with a valid STag on a live QP (released_valid_stags)\n"

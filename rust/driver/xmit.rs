@@ -432,6 +432,15 @@ fn post_command(
     // command's pages; the last of them is signaled and tells the command
     // (in-order send queue: its completion implies the others').
     td.send_pending = imm > 0 || data_outs;
+    // A read whose SendInvSE alone completes it: the receive path settles
+    // that response on the MR, without the task (step 23).
+    let armed = match (stags.settles_remotely(), reg) {
+        (Some(rkey), Some((slot_mr, _))) if !td.send_pending => {
+            slot_mr.arm_remote_settle(rkey);
+            Some(slot_mr)
+        }
+        _ => None,
+    };
     let owner = (imm > 0 && !data_outs).then(|| (cmd_itt(&td.bhs), td.cookie));
     let local = td.local_data;
     // Inline, the iSER header and the BHS go as two pieces, the BHS straight
@@ -467,6 +476,9 @@ fn post_command(
             .post_inline(res.qp, invs, regs, payload, &conn.counters),
     };
     if let Err(e) = posted {
+        if let Some(slot_mr) = armed {
+            slot_mr.take_remote_settle();
+        }
         td.local_only = false;
         td.stags = None;
         td.cmd_sent = false;

@@ -45,6 +45,15 @@ pub(crate) const CAPS: u32 = b::CAP_RECOVERY_L0 | b::CAP_MULTI_R2T | b::CAP_TEXT
 /// Largest BHS libiscsi builds into a task's header buffer.
 pub(crate) const BHS_LEN: usize = 48;
 
+/// The task index a raw ITT libiscsi built names (its `get_itt`: the
+/// session age sits above `ISCSI_ITT_MASK`); the same as
+/// [`Task::index`] of the task that sent it. A target may send any ITT:
+/// the caller bounds the index, and libiscsi still checks the age.
+#[inline]
+pub(crate) const fn itt_index(itt: u32) -> u32 {
+    itt & b::ISCSI_ITT_MASK
+}
+
 /// `enum iscsi_err` values the driver reports.
 pub(crate) use b::iscsi_err as IscsiErr;
 
