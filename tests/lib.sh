@@ -612,6 +612,8 @@ peer_fio_verify() {
 # ends).
 # Always: no kernel report, logout, live counts zero, the module unloads.
 # Returns 0 on PASS. The last outcome line is in $PEER_MODE_RESULT.
+# PEER_FIO_BS: the verify workload's block size (default 8k; 4k writes are
+# one page, sent immediate without a registration).
 PEER_MODE_RESULT=
 peer_mode() {
     local ini=$1 mode=$2 expect=$3; shift 3
@@ -645,7 +647,7 @@ peer_mode() {
             else
                 timeout 240 fio --name=verify --filename="$disk" --direct=1 --ioengine=libaio \
                     --verify=crc32c --do_verify=1 --verify_fatal=1 --size=2M --rw=randwrite \
-                    --bs=8k --iodepth=8 --output=/tmp/peer-fio.log >/dev/null 2>&1 ||
+                    --bs="${PEER_FIO_BS:-8k}" --iodepth=8 --output=/tmp/peer-fio.log >/dev/null 2>&1 ||
                     why+=("fio verify failed: $(grep -m1 -E 'err= *[1-9]|bad |mismatch|fio: ' /tmp/peer-fio.log)")
             fi
             wait_logged_in 60 || why+=("session not LOGGED_IN at the end")

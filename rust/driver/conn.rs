@@ -1192,13 +1192,20 @@ impl IserConn {
     // Once per I/O: inlined (bench/README.md, step 13).
     #[inline(always)]
     fn repost(&self, desc: &WithCqe<RxDesc>) {
+        if let Some(res) = self.res.get() {
+            self.repost_in(&res, desc);
+        }
+    }
+
+    /// `repost` inside the caller's RCU section for the resources.
+    // Once per I/O: inlined (bench/README.md, step 13).
+    #[inline(always)]
+    fn repost_in(&self, res: &Resources, desc: &WithCqe<RxDesc>) {
         if desc.login {
             return;
         }
-        if let Some(res) = self.res.get() {
-            if self.post_rx(&res, desc).is_err() {
-                self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
-            }
+        if self.post_rx(res, desc).is_err() {
+            self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
         }
     }
 
@@ -1221,23 +1228,80 @@ impl IserConn {
     // Once per I/O: inlined (bench/README.md, step 13).
     #[inline(always)]
     pub(crate) fn deliver(&self, conn: Conn, desc: &WithCqe<RxDesc>, hdr: &[u8], data: &[u8]) {
+        self.hand_over(conn, hdr, data);
+        self.repost(desc);
+    }
+
+    /// `deliver` inside the caller's RCU section for the resources: the
+    /// buffer is reposted without a second look-up (step 24).
+    // Once per I/O: inlined (bench/README.md, step 13).
+    #[inline(always)]
+    pub(crate) fn deliver_in(
+        &self,
+        res: &Resources,
+        conn: Conn,
+        desc: &WithCqe<RxDesc>,
+        hdr: &[u8],
+        data: &[u8],
+    ) {
+        self.hand_over(conn, hdr, data);
+        self.repost_in(res, desc);
+    }
+
+    /// Hands a received PDU to libiscsi (its buffer stays the caller's).
+    // Once per I/O: inlined (bench/README.md, step 13).
+    #[inline(always)]
+    fn hand_over(&self, conn: Conn, hdr: &[u8], data: &[u8]) {
         self.counters.rx_bytes(data.len() as u64);
         if let Err(e) = conn.complete_pdu(hdr, data) {
             self.counters.proto_error();
             self.conn_error(e);
         }
-        self.repost(desc);
     }
 
     /// Re-parses a deferred response's buffer (receive ring entry `rx`)
     /// and completes it.
     pub(crate) fn complete_deferred(&self, rx: u16, len: u32) {
+        if let Some(res) = self.res.get() {
+            self.complete_deferred_in(&res, rx, len);
+        } else if self.failed.load(Ordering::Acquire) {
+            self.counters.rx_dropped();
+        }
+    }
+
+    /// A SCSI Response held at the meeting of a write's response and its
+    /// data Send (step 24), in ring entry `rx`, `len` bytes: the receive
+    /// path validated it when it came, and the buffer is unchanged since
+    /// (not reposted), so one of headers only (no AHS, no data: all the
+    /// parser's length rules leave) is handed over as it lies; any other
+    /// is parsed again (`complete_deferred_in`).
+    pub(crate) fn deliver_held_response(&self, res: &Resources, rx: u16, len: u32) {
+        if len as usize != proto::bhs::ISER_HEADERS_LEN {
+            return self.complete_deferred_in(res, rx, len);
+        }
         if self.failed.load(Ordering::Acquire) {
             self.counters.rx_dropped();
             return;
         }
         let Some(conn) = self.iscsi.get() else { return };
-        let Some(res) = self.res.get() else { return };
+        let Some(desc) = res.rx.get(rx as usize) else {
+            return;
+        };
+        let bhs = desc
+            .received(len as usize)
+            .get(proto::iser_hdr::ISER_HDR_LEN..)
+            .unwrap_or(&[]);
+        self.deliver_in(res, conn, desc, bhs, &[]);
+    }
+
+    /// `complete_deferred` inside the caller's RCU section for the
+    /// resources (step 24).
+    pub(crate) fn complete_deferred_in(&self, res: &Resources, rx: u16, len: u32) {
+        if self.failed.load(Ordering::Acquire) {
+            self.counters.rx_dropped();
+            return;
+        }
+        let Some(conn) = self.iscsi.get() else { return };
         let Some(desc) = res.rx.get(rx as usize) else {
             return;
         };
@@ -1246,7 +1310,7 @@ impl IserConn {
         // their Send's completion) takes the receive path's fast path, which
         // the full parser would accept the same (`plain_scsi_response`).
         if let Some(rsp) = proto::bhs::plain_scsi_response(msg) {
-            self.deliver(conn, desc, rsp.bhs, &[]);
+            self.deliver_in(res, conn, desc, rsp.bhs, &[]);
         } else {
             let ctx = proto::bhs::RxContext::full_feature(RX_DATA_LEN as u32);
             match proto::bhs::parse_received_send(msg, &ctx) {

@@ -133,16 +133,26 @@ fn scsi_response(
 ) {
     conn.counters.response();
     let inv = wc.invalidated_rkey();
-    // A read's SendInvSE naming its one STag, armed on its MR: settled
-    // there, without the task's rules (step 23).
-    if let Some(rkey) = inv {
-        let itt = u32::from_ne_bytes(itt.0);
-        if conn
-            .resources()
-            .is_some_and(|res| res.mrs.settle_remote(itt, rkey))
-        {
-            conn.counters.remote_inv();
-            return conn.deliver(iscsi, desc, hdr, data);
+    // One RCU section for both settles and the repost (step 24).
+    if let Some(res) = conn.resources() {
+        let raw_itt = u32::from_ne_bytes(itt.0);
+        match inv {
+            // A read's SendInvSE naming its one STag, armed on its MR:
+            // settled there, without the task's rules (step 23).
+            Some(rkey) => {
+                if res.mrs.settle_remote(raw_itt, rkey) {
+                    conn.counters.remote_inv();
+                    return conn.deliver_in(&res, iscsi, desc, hdr, data);
+                }
+            }
+            // A write armed at the meeting of its response and its data
+            // Send: delivered now if that Send completed, else held there
+            // until it does (step 24).
+            None => match res.meets.response(raw_itt, desc.index, wc.byte_len()) {
+                Some(true) => return conn.deliver_in(&res, iscsi, desc, hdr, data),
+                Some(false) => return conn.counters.deferred(),
+                None => {}
+            },
         }
     }
     match on_scsi_response(conn, iscsi, itt, inv, desc.index, wc.byte_len()) {

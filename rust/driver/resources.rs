@@ -47,6 +47,7 @@ pub(crate) struct Resources {
     pub(crate) lkey: u32,
     pub(crate) dev: Device,
     pub(crate) mrs: MrPool,
+    pub(crate) meets: SendMeets,
     pub(crate) tx: TxPool,
     pub(crate) invs: InvPool,
     /// Completion handle of the invalidations a TMF Response waits for.
@@ -143,6 +144,99 @@ pub(crate) enum RemoteSettle {
     Armed,
     /// Settled by its SendInvSE: the STag is dead.
     Settled,
+}
+
+/// Where an unregistered write's SCSI Response meets the completion of
+/// the Send that carried its data (`proto::task::SendMeet`): one word per
+/// libiscsi task, named by the task's index, so both sides find it from the
+/// ITT alone, without the task or its back_lock (issue 18). The word is
+/// armed by `xmit` before the command's post, moved by the receive path
+/// and the Send completion (the connection's one CQ: never both at once),
+/// and taken back by `cleanup` and by the task's own rules, so at most one
+/// of them delivers the response, once.
+pub(crate) struct SendMeets {
+    words: KVec<AtomicU64>,
+}
+
+/// What the Send completion found at the meeting.
+pub(crate) enum SendMet {
+    /// Not armed for this command: the task's rules hear of it.
+    NotArmed,
+    /// Marked; the response comes later and is delivered at once.
+    Marked,
+    /// The response was held here: deliver it (receive buffer, length).
+    DeliverHeld(u16, u32),
+}
+
+impl SendMeets {
+    fn new(n: u32) -> Result<Self> {
+        let mut words = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+        for _ in 0..n {
+            words.push(AtomicU64::new(0), GFP_KERNEL)?;
+        }
+        Ok(SendMeets { words })
+    }
+
+    fn word(&self, itt_or_index: u32) -> Option<&AtomicU64> {
+        self.words
+            .get(crate::sys::iscsi::itt_index(itt_or_index) as usize)
+    }
+
+    /// The command with raw ITT `itt` is about to be posted with nothing
+    /// but its response and its data Send to wait for.
+    pub(crate) fn arm(&self, itt: u32) {
+        if let Some(w) = self.word(itt) {
+            w.store(proto::task::SendMeet::armed(itt), Ordering::Release);
+        }
+    }
+
+    /// Takes the word of the task with raw ITT (or index) `itt` back (the
+    /// command was not posted, was released, or its rules run instead):
+    /// what it held.
+    pub(crate) fn take(&self, itt: u32) -> proto::task::MeetTaken {
+        match self.word(itt) {
+            Some(w) => proto::task::SendMeet::taken(w.swap(0, Ordering::AcqRel)),
+            None => proto::task::MeetTaken::Off,
+        }
+    }
+
+    /// A SCSI Response of raw ITT `itt` without remote invalidation, in
+    /// receive buffer `rx` (`len` bytes), softirq: `Some(true)`: deliver
+    /// it now; `Some(false)`: held here (the Send delivers it); `None`:
+    /// not this meeting's, the task's rules decide.
+    #[inline]
+    pub(crate) fn response(&self, itt: u32, rx: u16, len: u32) -> Option<bool> {
+        let w = self.word(itt)?;
+        let cur = w.load(Ordering::Acquire);
+        let (next, now) = match proto::task::SendMeet::on_response(cur, itt, rx, len)? {
+            proto::task::MeetResponse::Hold(n) => (n, false),
+            proto::task::MeetResponse::Deliver(n) => (n, true),
+        };
+        // A failed swap: `cleanup` took the word back meanwhile.
+        w.compare_exchange(cur, next, Ordering::AcqRel, Ordering::Relaxed)
+            .ok()
+            .map(|_| now)
+    }
+
+    /// The Send that carried the data of the command with raw ITT `itt`
+    /// completed (softirq).
+    #[inline]
+    pub(crate) fn send_done(&self, itt: u32) -> SendMet {
+        let Some(w) = self.word(itt) else {
+            return SendMet::NotArmed;
+        };
+        let cur = w.load(Ordering::Acquire);
+        let (next, met) = match proto::task::SendMeet::on_send(cur, itt) {
+            None => return SendMet::NotArmed,
+            Some(proto::task::MeetSend::Wait(n)) => (n, SendMet::Marked),
+            Some(proto::task::MeetSend::Deliver(n, rx, len)) => (n, SendMet::DeliverHeld(rx, len)),
+        };
+        match w.compare_exchange(cur, next, Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => met,
+            // `cleanup` took the word back: the command is released.
+            Err(_) => SendMet::Marked,
+        }
+    }
 }
 
 /// Low half of `MrSlot::owner_itt` for an MR a command holds.
@@ -930,6 +1024,7 @@ impl Resources {
         let pd = Pd::new(dev)?;
         let cq = Cq::from_pool(dev, CQ_ENTRIES, -1)?;
         let mrs = MrPool::new(&pd, MRS, max_pages())?;
+        let meets = SendMeets::new(TASK_SLOTS)?;
         let tx = TxPool::new(dev, ctx, sq_depth)?;
         let invs = InvPool::new(ctx)?;
         let tmf_inv = KBox::new(WithCqe::new(ctx, TmfInvDesc::new()), GFP_KERNEL)?;
@@ -987,6 +1082,7 @@ impl Resources {
                 lkey,
                 dev,
                 mrs,
+                meets,
                 tx,
                 invs,
                 tmf_inv,

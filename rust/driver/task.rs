@@ -24,9 +24,9 @@
 //! under the back_lock (`Then`).
 
 use super::conn::IserConn;
-use super::resources::{InvDesc, RemoteSettle, TmfInvDesc, NO_HELD};
+use super::resources::{InvDesc, RemoteSettle, Resources, SendMet, TmfInvDesc, NO_HELD};
 use crate::proto;
-use crate::proto::task::TaskStags;
+use crate::proto::task::{MeetTaken, TaskStags};
 use crate::sys::iscsi::{Conn, Task, BHS_LEN};
 use crate::sys::verbs::{CqeHandler, MappedSg, Wc, WithCqe};
 use core::sync::atomic::Ordering;
@@ -60,6 +60,10 @@ pub(crate) struct IserTask {
     /// receive ring index and received length.
     pub(crate) deferred: Option<(u16, u32)>,
     pub(crate) inv_posted: proto::task::StagList,
+    /// Armed at the meeting of its response and its data Send
+    /// (`SendMeets`, step 24): those two events go there, not through the
+    /// task, until the task's rules or `cleanup` take the word back.
+    pub(crate) meet: bool,
 }
 
 impl IserTask {
@@ -76,6 +80,7 @@ impl IserTask {
             send_pending: false,
             deferred: None,
             inv_posted: proto::task::StagList::default(),
+            meet: false,
         }
     }
 
@@ -95,6 +100,7 @@ impl IserTask {
             send_pending,
             deferred,
             inv_posted,
+            meet,
         } = self;
         *cookie = 0;
         *stags = None;
@@ -107,6 +113,7 @@ impl IserTask {
         *send_pending = false;
         *deferred = None;
         *inv_posted = proto::task::StagList::default();
+        *meet = false;
     }
 
     pub(crate) fn bhs_ptr(&mut self) -> *mut u8 {
@@ -304,6 +311,36 @@ pub(crate) fn on_scsi_response(
                 return Err(proto::ProtoError::TaskState);
             }
         }
+        // A write armed at the meeting of its response and its data Send
+        // (step 24) answered otherwise (SendInvSE, a buffer the word cannot
+        // name), or again: the word is taken back and what it held goes
+        // to the task.
+        if t.meet {
+            t.meet = false;
+            let taken = conn
+                .resources()
+                .map_or(MeetTaken::Off, |res| res.meets.take(itt));
+            match taken {
+                MeetTaken::Off | MeetTaken::Armed => {}
+                MeetTaken::Sent => t.send_pending = false,
+                MeetTaken::Held(rx, len) => {
+                    // `cleanup` returns its buffer.
+                    t.deferred = Some((rx, len));
+                    pr_warn!(
+                        "a second SCSI Response for ITT {:#x}, its first held for its data Send: failing the connection\n",
+                        itt
+                    );
+                    return Err(proto::ProtoError::TaskState);
+                }
+                MeetTaken::Done => {
+                    pr_warn!(
+                        "a second SCSI Response for ITT {:#x}, its first delivered: failing the connection\n",
+                        itt
+                    );
+                    return Err(proto::ProtoError::TaskState);
+                }
+            }
+        }
         let todo = stags.on_response(inv)?;
         if inv.is_some() {
             conn.counters.remote_inv();
@@ -430,8 +467,17 @@ fn inv_done(itt: u32, cookie: u64, conn: &IserConn) {
 
 /// The last Send that read a command's pages completed (softirq): the
 /// device will not read them again; complete the held response if nothing
-/// else holds it.
-pub(crate) fn data_sent(itt: u32, cookie: u64, conn: &IserConn) {
+/// else holds it. `res`: the caller's RCU section for the resources.
+pub(crate) fn data_sent(itt: u32, cookie: u64, conn: &IserConn, res: Option<&Resources>) {
+    // An unregistered write armed at the meeting (step 24): settled there,
+    // without the task.
+    if let Some(res) = res {
+        match res.meets.send_done(itt) {
+            SendMet::NotArmed => {}
+            SendMet::Marked => return,
+            SendMet::DeliverHeld(rx, len) => return conn.deliver_held_response(res, rx, len),
+        }
+    }
     on_command(conn, itt, cookie, |td| {
         td.send_pending = false;
         completable(td)
@@ -450,6 +496,8 @@ pub(crate) fn data_sent(itt: u32, cookie: u64, conn: &IserConn) {
 /// is invalidated before its next registration. An MR registered for local
 /// access only (never advertised) is invalidated that way too.
 pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
+    let index = task.index();
+    let completed = task.completed();
     let Some(td) = task.data() else { return };
     // Nothing is reset: from its return the data is out of use, under
     // the back_lock every completion step takes to find the command
@@ -459,7 +507,20 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
     // is left to drop in the data.
     let local_only = td.local_only;
     let mrs = td.mrs;
-    let held = td.deferred;
+    let mut held = td.deferred;
+    if let (Some(c), true, false) = (conn, td.meet, completed) {
+        // Armed at the meeting (step 24) and not completed by libiscsi:
+        // taken back, so no later event settles it there; a response held
+        // there is this command's. A completed command skips this: its
+        // response reached libiscsi from the meeting (the word is done) or
+        // from the task's rules (which took the word back), and a done
+        // word settles nothing until the task's next command arms it.
+        if let (Some(res), Some(i)) = (c.resources(), index) {
+            if let MeetTaken::Held(rx, len) = res.meets.take(i) {
+                held = Some((rx, len));
+            }
+        }
+    }
     let sg = td.sg.take();
     if let (Some(c), Some((rx, _))) = (conn, held) {
         // A response held for this command will never be delivered: its

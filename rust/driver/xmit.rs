@@ -45,14 +45,17 @@ impl CqeHandler for TxDesc {
         let owner_itt = this.owner_itt.load(Ordering::Relaxed);
         let tmf_send = conn.tmf.is_request_send(this.index);
         conn.login_tx_done(this.index);
-        if let Some(res) = conn.resources() {
+        // One RCU section for the slot's release and the command's
+        // meeting (step 24).
+        let res = conn.resources();
+        if let Some(res) = &res {
             res.tx.send_completed(this);
         }
         if tmf_send && conn.tmf.update(|r| r.send_completed()) {
             deliver_held_tmf(conn);
         }
         if cookie != 0 {
-            data_sent(owner_itt, cookie, conn);
+            data_sent(owner_itt, cookie, conn, res.as_deref());
         }
     }
 }
@@ -442,6 +445,17 @@ fn post_command(
         _ => None,
     };
     let owner = (imm > 0 && !data_outs).then(|| (cmd_itt(&td.bhs), td.cookie));
+    // A write with no STag whose one Send carries all its data: its
+    // response and that Send's completion meet on the task's word, without
+    // the task (step 24).
+    let meet = match owner {
+        Some((itt, _)) if read.is_none() && write.is_none() => {
+            res.meets.arm(itt);
+            td.meet = true;
+            Some(itt)
+        }
+        _ => None,
+    };
     let local = td.local_data;
     // Inline, the iSER header and the BHS go as two pieces, the BHS straight
     // from the task, where libiscsi built it: nothing is assembled. (A
@@ -478,6 +492,10 @@ fn post_command(
     if let Err(e) = posted {
         if let Some(slot_mr) = armed {
             slot_mr.take_remote_settle();
+        }
+        if let Some(itt) = meet {
+            res.meets.take(itt);
+            td.meet = false;
         }
         td.local_only = false;
         td.stags = None;

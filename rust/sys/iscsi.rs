@@ -425,6 +425,16 @@ impl<D> Task<'_, D> {
         u32::try_from(unsafe { (*self.raw.as_ptr()).itt }).ok()
     }
 
+    /// libiscsi completed the task normally (`ISCSI_TASK_COMPLETED`): a
+    /// response reached it, or it was never sent. Read in `cleanup_task`,
+    /// which libiscsi calls after it set the final state, under its
+    /// back_lock.
+    pub(crate) fn completed(&self) -> bool {
+        // SAFETY: plain field read of a live task.
+        let state = unsafe { (*self.raw.as_ptr()).state };
+        u32::try_from(state).is_ok_and(|s| s == b::ISCSI_TASK_COMPLETED)
+    }
+
     /// The BHS libiscsi built, as bytes.
     pub(crate) fn hdr_len(&self) -> usize {
         // SAFETY: plain field read of a live task.

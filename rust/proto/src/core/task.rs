@@ -468,6 +468,131 @@ impl TmfRelease {
     }
 }
 
+/// The meeting of a command's SCSI Response and the completion of the
+/// Send that carried its data, for a command with nothing else to wait for:
+/// a write with no STag (all its data immediate, sent from the PD's local
+/// DMA lkey, nothing advertised). It completes after both, in either order
+/// (the Send rule: the device may read the pages again until that Send
+/// completed), and both arrive on the connection's one CQ; only `cleanup`
+/// races with them. The whole state is one word, so the driver settles
+/// it by compare-and-swap, without the task (issue 18):
+///
+/// ```text
+/// Armed --response--> Held(rx, len) --Send completed--> Done (deliver held)
+///   \--Send completed--> Sent --response--> Done (deliver now)
+/// ```
+///
+/// Bits: the command's raw ITT (63..32), the held response's length
+/// (31..17) and receive buffer (16..3), the state (2..0). 0 is "not armed".
+/// A response naming another ITT, or any event in another state (a second
+/// response), is not the meeting's: the task's rules decide, after taking
+/// the word back ([`SendMeet::taken`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendMeet;
+
+const MEET_ARMED: u64 = 1;
+const MEET_SENT: u64 = 2;
+const MEET_HELD: u64 = 3;
+const MEET_DONE: u64 = 4;
+const MEET_STATE: u64 = 7;
+const MEET_RX_SHIFT: u32 = 3;
+const MEET_RX_MAX: u16 = (1 << 14) - 1;
+const MEET_LEN_SHIFT: u32 = 17;
+const MEET_LEN_MAX: u32 = (1 << 15) - 1;
+
+/// What the response does at the meeting ([`SendMeet::on_response`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MeetResponse {
+    /// The Send has not completed: the response and its buffer wait (word
+    /// to store).
+    Hold(u64),
+    /// The Send completed already: deliver the response now (word to
+    /// store).
+    Deliver(u64),
+}
+
+/// What the Send completion does at the meeting ([`SendMeet::on_send`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MeetSend {
+    /// No response yet: the word to store.
+    Wait(u64),
+    /// The held response (receive buffer, length) goes to libiscsi now;
+    /// the word to store.
+    Deliver(u64, u16, u32),
+}
+
+/// What a taken-back word held ([`SendMeet::taken`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MeetTaken {
+    /// Not armed (or taken back already).
+    Off,
+    /// Armed; neither event came.
+    Armed,
+    /// The Send completed; no response came.
+    Sent,
+    /// A response is held in (receive buffer, length); the Send has not
+    /// completed.
+    Held(u16, u32),
+    /// Both came: the response was delivered.
+    Done,
+}
+
+impl SendMeet {
+    /// The word of a command with raw ITT `itt` about to be posted.
+    pub const fn armed(itt: u32) -> u64 {
+        (itt as u64) << 32 | MEET_ARMED
+    }
+
+    /// A SCSI Response of raw ITT `itt` came in receive buffer `rx`, `len`
+    /// bytes, without remote invalidation, and the word is `w`: `None` if
+    /// it is not this meeting's (another ITT, not armed, a second response,
+    /// or a buffer the word cannot name).
+    pub fn on_response(w: u64, itt: u32, rx: u16, len: u32) -> Option<MeetResponse> {
+        if (w >> 32) as u32 != itt || rx > MEET_RX_MAX || len > MEET_LEN_MAX {
+            return None;
+        }
+        let base = u64::from(itt) << 32;
+        match w & MEET_STATE {
+            MEET_ARMED => Some(MeetResponse::Hold(
+                base | u64::from(len) << MEET_LEN_SHIFT
+                    | u64::from(rx) << MEET_RX_SHIFT
+                    | MEET_HELD,
+            )),
+            MEET_SENT => Some(MeetResponse::Deliver(base | MEET_DONE)),
+            _ => None,
+        }
+    }
+
+    /// The Send that carried the data of the command with raw ITT `itt`
+    /// completed, and the word is `w`: `None` if it is not this meeting's
+    /// (the task's rules hear of it).
+    pub fn on_send(w: u64, itt: u32) -> Option<MeetSend> {
+        if (w >> 32) as u32 != itt {
+            return None;
+        }
+        let base = u64::from(itt) << 32;
+        match Self::taken(w) {
+            MeetTaken::Armed => Some(MeetSend::Wait(base | MEET_SENT)),
+            MeetTaken::Held(rx, len) => Some(MeetSend::Deliver(base | MEET_DONE, rx, len)),
+            _ => None,
+        }
+    }
+
+    /// What word `w` says, for the one taking it back.
+    pub fn taken(w: u64) -> MeetTaken {
+        match w & MEET_STATE {
+            MEET_ARMED => MeetTaken::Armed,
+            MEET_SENT => MeetTaken::Sent,
+            MEET_HELD => MeetTaken::Held(
+                ((w >> MEET_RX_SHIFT) as u16) & MEET_RX_MAX,
+                ((w >> MEET_LEN_SHIFT) as u32) & MEET_LEN_MAX,
+            ),
+            MEET_DONE => MeetTaken::Done,
+            _ => MeetTaken::Off,
+        }
+    }
+}
+
 /// TMF Response code "Function complete" (RFC 7143 §11.6.1): the only
 /// answer after which libiscsi releases the affected commands.
 pub const TMF_FUNCTION_COMPLETE: u8 = 0;
@@ -722,6 +847,92 @@ mod tests {
                 assert!(!r.holds_response());
                 assert!(!r.send_completed() && !r.invalidations_completed());
             }
+        }
+    }
+
+    /// Every order of the meeting's events (response, Send completion, a
+    /// second response, cleanup's take-back at any point), for ITTs and
+    /// buffers at the limits: the response reaches libiscsi exactly once,
+    /// and only after both events; nothing else is this meeting's.
+    #[test]
+    fn send_meet_every_order() {
+        #[derive(Clone, Copy)]
+        enum Ev {
+            Rsp,
+            Send,
+            OtherItt,
+        }
+        for (itt, rx, len) in [
+            (0u32, 0u16, 0u32),
+            (0x1234_5678, 143, 76),
+            (u32::MAX, MEET_RX_MAX, MEET_LEN_MAX),
+        ] {
+            for seq in [
+                [Ev::Rsp, Ev::Send, Ev::Rsp],
+                [Ev::Send, Ev::Rsp, Ev::Rsp],
+                [Ev::OtherItt, Ev::Rsp, Ev::Send],
+                [Ev::Send, Ev::OtherItt, Ev::Rsp],
+            ] {
+                let mut w = SendMeet::armed(itt);
+                assert_eq!(SendMeet::taken(w), MeetTaken::Armed);
+                let (mut rsp, mut sent, mut delivered) = (false, false, 0);
+                for ev in seq {
+                    match ev {
+                        Ev::Rsp => match SendMeet::on_response(w, itt, rx, len) {
+                            Some(MeetResponse::Hold(n)) => {
+                                assert!(!rsp && !sent);
+                                assert_eq!(SendMeet::taken(n), MeetTaken::Held(rx, len));
+                                rsp = true;
+                                w = n;
+                            }
+                            Some(MeetResponse::Deliver(n)) => {
+                                assert!(!rsp && sent);
+                                assert_eq!(SendMeet::taken(n), MeetTaken::Done);
+                                rsp = true;
+                                delivered += 1;
+                                w = n;
+                            }
+                            // A second response: the task's rules refuse it.
+                            None => assert!(rsp),
+                        },
+                        Ev::Send => match SendMeet::on_send(w, itt) {
+                            Some(MeetSend::Wait(n)) => {
+                                assert!(!rsp && !sent);
+                                assert_eq!(SendMeet::taken(n), MeetTaken::Sent);
+                                sent = true;
+                                w = n;
+                            }
+                            Some(MeetSend::Deliver(n, r, l)) => {
+                                assert!(rsp && !sent);
+                                assert_eq!((r, l), (rx, len));
+                                assert_eq!(SendMeet::taken(n), MeetTaken::Done);
+                                sent = true;
+                                delivered += 1;
+                                w = n;
+                            }
+                            None => panic!("the command's own Send refused"),
+                        },
+                        Ev::OtherItt => {
+                            let other = itt ^ 0x0100_0000;
+                            assert_eq!(SendMeet::on_response(w, other, rx, len), None);
+                            assert_eq!(SendMeet::on_send(w, other), None);
+                        }
+                    }
+                }
+                assert!(rsp && sent);
+                assert_eq!(delivered, 1);
+                // Once done, nothing is the meeting's any more.
+                assert_eq!(SendMeet::on_send(w, itt), None);
+                assert_eq!(SendMeet::on_response(w, itt, rx, len), None);
+            }
+            // A buffer or length the word cannot name goes the slow way.
+            let a = SendMeet::armed(itt);
+            assert_eq!(SendMeet::on_response(a, itt, MEET_RX_MAX + 1, len), None);
+            assert_eq!(SendMeet::on_response(a, itt, rx, MEET_LEN_MAX + 1), None);
+            // Not armed: nothing is the meeting's.
+            assert_eq!(SendMeet::on_response(0, 0, rx, len), None);
+            assert_eq!(SendMeet::on_send(0, 0), None);
+            assert_eq!(SendMeet::taken(0), MeetTaken::Off);
         }
     }
 }
