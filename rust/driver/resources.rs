@@ -190,6 +190,14 @@ impl SendMeets {
         }
     }
 
+    /// The command with raw ITT `itt` about to be posted does not meet
+    /// here: whatever an earlier command of the task left is cleared.
+    pub(crate) fn clear(&self, itt: u32) {
+        if let Some(w) = self.word(itt) {
+            w.store(0, Ordering::Release);
+        }
+    }
+
     /// Takes the word of the task with raw ITT (or index) `itt` back (the
     /// command was not posted, was released, or its rules run instead):
     /// what it held.

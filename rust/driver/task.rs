@@ -517,7 +517,11 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
         // word settles nothing until the task's next command arms it.
         if let (Some(res), Some(i)) = (c.resources(), index) {
             if let MeetTaken::Held(rx, len) = res.meets.take(i) {
-                held = Some((rx, len));
+                // (A response the task's rules hold too is a second one,
+                // on a connection that is failing: both buffers go back.)
+                if let Some((other, _)) = held.replace((rx, len)) {
+                    c.return_rx(other);
+                }
             }
         }
     }

@@ -448,13 +448,21 @@ fn post_command(
     // A write with no STag whose one Send carries all its data: its
     // response and that Send's completion meet on the task's word, without
     // the task (step 24).
+    // Any other command clears the task's word: one left by an earlier
+    // command of the task (libiscsi completed it on a response that came
+    // before its post, so `cleanup` skipped the word) must not meet this
+    // one's response.
+    let itt = cmd_itt(&td.bhs);
     let meet = match owner {
-        Some((itt, _)) if read.is_none() && write.is_none() => {
+        Some(_) if read.is_none() && write.is_none() => {
             res.meets.arm(itt);
             td.meet = true;
-            Some(itt)
+            true
         }
-        _ => None,
+        _ => {
+            res.meets.clear(itt);
+            false
+        }
     };
     let local = td.local_data;
     // Inline, the iSER header and the BHS go as two pieces, the BHS straight
@@ -493,9 +501,14 @@ fn post_command(
         if let Some(slot_mr) = armed {
             slot_mr.take_remote_settle();
         }
-        if let Some(itt) = meet {
-            res.meets.take(itt);
+        if meet {
             td.meet = false;
+            // A response that came for this ITT before the post (a target
+            // answering what it never received) was held there: its
+            // buffer goes back to the ring.
+            if let proto::task::MeetTaken::Held(rx, _) = res.meets.take(itt) {
+                conn.return_rx(rx);
+            }
         }
         td.local_only = false;
         td.stags = None;

@@ -471,10 +471,11 @@ impl TmfRelease {
 /// The meeting of a command's SCSI Response and the completion of the
 /// Send that carried its data, for a command with nothing else to wait for:
 /// a write with no STag (all its data immediate, sent from the PD's local
-/// DMA lkey, nothing advertised). It completes after both, in either order
-/// (the Send rule: the device may read the pages again until that Send
-/// completed), and both arrive on the connection's one CQ; only `cleanup`
-/// races with them. The whole state is one word, so the driver settles
+/// DMA lkey or an MR registered for local access only: nothing
+/// advertised). It completes after both, in either order (the Send rule:
+/// the device may read the pages again until that Send completed), and
+/// both arrive on the connection's one CQ; only `cleanup` and `xmit` race
+/// with them. The whole state is one word, so the driver settles
 /// it by compare-and-swap, without the task (issue 18):
 ///
 /// ```text
@@ -851,9 +852,10 @@ mod tests {
     }
 
     /// Every order of the meeting's events (response, Send completion, a
-    /// second response, cleanup's take-back at any point), for ITTs and
-    /// buffers at the limits: the response reaches libiscsi exactly once,
-    /// and only after both events; nothing else is this meeting's.
+    /// second response, another ITT's events), for ITTs and buffers at the
+    /// limits: the response reaches libiscsi exactly once, and only after
+    /// both events; nothing else is this meeting's. (What a take-back
+    /// finds is `taken`, checked after every step.)
     #[test]
     fn send_meet_every_order() {
         #[derive(Clone, Copy)]
