@@ -243,6 +243,10 @@ pub(crate) struct IserConn {
     login_tx_user: AtomicU32,
     /// Source of command cookies (see `IserTask::cookie`); 0 is never used.
     cookies: AtomicU64,
+    /// Names this RDMA connection among all the module made (never 0):
+    /// a command records it when it takes a slot of this connection's
+    /// pools (`IserTask::conn_seq`).
+    pub(crate) seq: u32,
     /// The TMF request on the wire (see `task::on_tmf_response`).
     pub(crate) tmf: TmfInFlight,
     /// Receive ring entries whose held response was dropped with its
@@ -255,6 +259,9 @@ pub(crate) struct IserConn {
     rx_gate: BhSpinLock<RxGate>,
     pub(crate) counters: Counters,
 }
+
+/// Source of `IserConn::seq`.
+static CONN_SEQ: AtomicU32 = AtomicU32::new(0);
 
 impl IserConn {
     /// Allocates the connection and starts address resolution of `dst`.
@@ -291,6 +298,7 @@ impl IserConn {
                 hello_verdict: AtomicI32::new(0),
                 login_tx_user: AtomicU32::new(u32::MAX),
                 cookies: AtomicU64::new(0),
+                seq: CONN_SEQ.fetch_add(1, Ordering::Relaxed).wrapping_add(1).max(1),
                 tmf: TmfInFlight::new(),
                 orphans: [const { AtomicU64::new(0) }; ORPHAN_WORDS],
                 orphaned: AtomicBool::new(false),
@@ -1269,6 +1277,18 @@ impl IserConn {
         }
     }
 
+    /// The libiscsi connection and the ring entry `rx` of a held response
+    /// about to be delivered; None once the connection failed (counted:
+    /// nothing is delivered after a failure), is unbound, or for an index
+    /// outside the ring.
+    fn held_entry<'a>(&self, res: &'a Resources, rx: u16) -> Option<(Conn, &'a WithCqe<RxDesc>)> {
+        if self.failed.load(Ordering::Acquire) {
+            self.counters.rx_dropped();
+            return None;
+        }
+        Some((self.iscsi.get()?, res.rx.get(rx as usize)?))
+    }
+
     /// A SCSI Response held at the meeting of a write's response and its
     /// data Send (step 24), in ring entry `rx`, `len` bytes: the receive
     /// path validated it when it came, and the buffer is unchanged since
@@ -1279,12 +1299,7 @@ impl IserConn {
         if len as usize != proto::bhs::ISER_HEADERS_LEN {
             return self.complete_deferred_in(res, rx, len);
         }
-        if self.failed.load(Ordering::Acquire) {
-            self.counters.rx_dropped();
-            return;
-        }
-        let Some(conn) = self.iscsi.get() else { return };
-        let Some(desc) = res.rx.get(rx as usize) else {
+        let Some((conn, desc)) = self.held_entry(res, rx) else {
             return;
         };
         let bhs = desc
@@ -1297,12 +1312,7 @@ impl IserConn {
     /// `complete_deferred` inside the caller's RCU section for the
     /// resources (step 24).
     pub(crate) fn complete_deferred_in(&self, res: &Resources, rx: u16, len: u32) {
-        if self.failed.load(Ordering::Acquire) {
-            self.counters.rx_dropped();
-            return;
-        }
-        let Some(conn) = self.iscsi.get() else { return };
-        let Some(desc) = res.rx.get(rx as usize) else {
+        let Some((conn, desc)) = self.held_entry(res, rx) else {
             return;
         };
         let msg = desc.received(len as usize);

@@ -64,6 +64,12 @@ pub(crate) struct IserTask {
     /// (`SendMeets`, step 24): those two events go there, not through the
     /// task, until the task's rules or `cleanup` take the word back.
     pub(crate) meet: bool,
+    /// The connection (`IserConn::seq`) whose pools hold this command's
+    /// MR slot, task word and held receive buffer; 0: it took none.
+    /// libiscsi's error handler can hold a command across a reconnect and
+    /// release it on the next connection, whose pools those indices do
+    /// not name (`cleanup`; case 065, mode dup-tmf).
+    pub(crate) conn_seq: u32,
 }
 
 impl IserTask {
@@ -81,6 +87,7 @@ impl IserTask {
             deferred: None,
             inv_posted: proto::task::StagList::default(),
             meet: false,
+            conn_seq: 0,
         }
     }
 
@@ -101,6 +108,7 @@ impl IserTask {
             deferred,
             inv_posted,
             meet,
+            conn_seq,
         } = self;
         *cookie = 0;
         *stags = None;
@@ -114,6 +122,7 @@ impl IserTask {
         *deferred = None;
         *inv_posted = proto::task::StagList::default();
         *meet = false;
+        *conn_seq = 0;
     }
 
     pub(crate) fn bhs_ptr(&mut self) -> *mut u8 {
@@ -185,7 +194,19 @@ pub(crate) fn on_tmf_response(
     len: u32,
 ) -> RspAction {
     let Some(req) = conn.tmf.take(pdu.itt.0) else {
-        return RspAction::CompleteNow;
+        // It answers no TMF on the wire: never sent, or answered already
+        // (a second response while the first is held for its
+        // invalidations would tell libiscsi the TMF succeeded, and it
+        // would release the commands the TMF covers before their STags
+        // died). libiscsi has one TMF out at a time, and a TMF it gave up
+        // on failed the connection: the target broke the protocol, and
+        // the response is held for good (case 065, mode dup-tmf).
+        pr_warn!(
+            "a TMF Response for ITT {:#x} answers no TMF in flight: connection failed\n",
+            u32::from_be_bytes(pdu.itt.0)
+        );
+        conn.proto_error(proto::ProtoError::TaskState);
+        return RspAction::Deferred;
     };
     if pdu.bhs.get(2) != Some(&proto::task::TMF_FUNCTION_COMPLETE) {
         return RspAction::CompleteNow;
@@ -499,6 +520,12 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
     let index = task.index();
     let completed = task.completed();
     let Some(td) = task.data() else { return };
+    // A command sent on an earlier connection (libiscsi's error handler
+    // held it across the reconnect, and releases it now): its MR slot,
+    // task word and held buffer were that connection's, torn down with
+    // its QP (the MR deregistered, the ring freed). Nothing of it is in
+    // this connection's pools; only the mapping is left to drop.
+    let conn = conn.filter(|c| c.seq == td.conn_seq);
     // Nothing is reset: from its return the data is out of use, under
     // the back_lock every completion step takes to find the command
     // (`on_command`), and the task's next command starts from

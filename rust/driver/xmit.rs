@@ -269,6 +269,8 @@ fn send_command(
     let mut write = None;
     let mut inv = None;
     let mut reg: Option<(&MrSlot, RemoteAccess)> = None;
+    // Before anything of this connection's pools is taken (`cleanup`).
+    task.data().ok_or(EINVAL)?.conn_seq = conn.seq;
     if len > 0 && dir != Dir::None {
         let mapped = task.map_sg(res.dev, dir)?;
         // A write whose data is all unsolicited and contiguous in DMA space
@@ -444,7 +446,8 @@ fn post_command(
         }
         _ => None,
     };
-    let owner = (imm > 0 && !data_outs).then(|| (cmd_itt(&td.bhs), td.cookie));
+    let itt = cmd_itt(&td.bhs);
+    let owner = (imm > 0 && !data_outs).then_some((itt, td.cookie));
     // A write with no STag whose one Send carries all its data: its
     // response and that Send's completion meet on the task's word, without
     // the task (step 24).
@@ -452,7 +455,6 @@ fn post_command(
     // command of the task (libiscsi completed it on a response that came
     // before its post, so `cleanup` skipped the word) must not meet this
     // one's response.
-    let itt = cmd_itt(&td.bhs);
     let meet = match owner {
         Some(_) if read.is_none() && write.is_none() => {
             res.meets.arm(itt);

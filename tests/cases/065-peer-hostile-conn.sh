@@ -10,6 +10,20 @@
 # (logout-refused); never a kernel report; logout, live counts zero and
 # rmmod after every mode.
 # Modes: disconnect:conn-error stall:tmf login-digest:login-fail login-nordma:login-fail logout-refused:logout-refused
+# Then dup-tmf:conn-error on a READ of fio's verify pass (--at 300: fio
+# writes 256 blocks first, so a READ of udev's probing is never the one):
+# the peer stalls that READ and answers
+# its ABORT TASK with Function Complete twice. The READ holds a Read
+# STag, so the first response is held for its local invalidation; the
+# second answers no TMF in flight and must fail the connection (the
+# kernel log names it). Taken as the TMF's success, it would have libiscsi
+# release the READ while its invalidation is still in flight. The
+# connection failure comes in the middle of libiscsi's abort, whose error
+# handler holds the READ across the reconnect and releases it on the new
+# connection: its MR slot, task word and held buffer are the old
+# connection's, not the new one's (`IserTask::conn_seq`; before that, the
+# release was judged against the new connection's MR and logged "STag
+# guarantee broken").
 . "$(dirname "$0")/../lib.sh"
 setup_rdma rxe
 REPLACEMENT_TIMEOUT=60 start_iscsid
@@ -17,4 +31,11 @@ failed=()
 for m in disconnect:conn-error stall:tmf login-digest:login-fail login-nordma:login-fail logout-refused:logout-refused; do
     peer_mode iser_rs "${m%%:*}" "${m#*:}" --at 60 || failed+=("${m%%:*}")
 done
+if peer_mode iser_rs dup-tmf conn-error --on read --at 300; then
+    [ "$(peer_stat dup_tmf_responses)" -ge 1 ] || failed+=("dup-tmf (no second TMF Response sent)")
+    grep -aq 'iser_rs: .*TMF Response for ITT .* answers no TMF in flight' /tmp/peer-mode-kmsg.log ||
+        failed+=("dup-tmf (the connection failed, not on the second TMF Response)")
+else
+    failed+=(dup-tmf)
+fi
 [ ${#failed[@]} -eq 0 ] || die "modes with a careless outcome: ${failed[*]}"

@@ -22,6 +22,9 @@ pub enum Mode {
     Rnr,
     Disconnect,
     Stall,
+    /// As `Stall`, and the ABORT TASK of the stalled command is answered
+    /// with Function Complete twice.
+    DupTmf,
     Hello,
     LoginDigest,
     LoginNoRdma,
@@ -45,6 +48,7 @@ pub const MODES: &[(&str, Mode)] = &[
     ("rnr", Mode::Rnr),
     ("disconnect", Mode::Disconnect),
     ("stall", Mode::Stall),
+    ("dup-tmf", Mode::DupTmf),
     ("hello", Mode::Hello),
     ("login-digest", Mode::LoginDigest),
     ("login-nordma", Mode::LoginNoRdma),
@@ -156,7 +160,7 @@ pub const USAGE: &str = "usage: iser-peer [options] ADDRESS [PORT]
   --mode NAME            behaviour (default polite); one of:
                          polite inv-wrong inv-other inv-none bad-version rsvd-bits
                          wsv-zero big-data unknown-itt datain-ctrl r2t-ctrl
-                         status-first dup-status rnr disconnect stall hello
+                         status-first dup-status rnr disconnect stall dup-tmf hello
                          login-digest login-nordma logout-refused
   --at N                 the mode fires on the N-th READ/WRITE (default 40)
   --every N              ... and again every N READ/WRITEs after that

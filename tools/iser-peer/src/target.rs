@@ -101,6 +101,8 @@ pub struct Counters {
     pub tmfs: u64,
     pub aborts: u64,
     pub tmf_races: u64,
+    /// TMF Responses sent a second time (mode DupTmf).
+    pub dup_tmf_responses: u64,
     pub steal_inv_completed: u64,
     pub steal_inv_error: u64,
     pub nop_outs: u64,
@@ -1131,7 +1133,7 @@ impl Peer {
         let func = bhs[1] & 0x7f;
         let rtt = be32(bhs, 20);
         let mut resp = 0u8;
-        let mut released = Vec::new();
+        let mut released: Vec<Task> = Vec::new();
         match func {
             1 if self.cfg.race_tmf && c.tasks.get(&rtt).is_some_and(|t| t.stalled) => {
                 self.c.aborts += 1;
@@ -1173,6 +1175,19 @@ impl Peer {
         r[16..20].copy_from_slice(&bhs[16..20]);
         c.status_fields(&mut r, true);
         self.send(c, &r, &[], None, ISER_VER)?;
+        if resp == 0 && released.iter().any(|t| t.hostile == Some(Mode::DupTmf)) {
+            // The same TMF Response again: it answers no TMF the initiator
+            // still has out.
+            log(&format!(
+                "{}: mode DupTmf: Function Complete of ITT {:#x} again",
+                c.name,
+                be32(bhs, 16)
+            ));
+            self.c.dup_tmf_responses += 1;
+            let mut r2 = r;
+            c.status_fields(&mut r2, true);
+            self.send(c, &r2, &[], None, ISER_VER)?;
+        }
         if self.cfg.abort_probe {
             // The access each STag was granted for: only that one would
             // succeed on a still-valid STag.
@@ -1231,7 +1246,7 @@ impl Peer {
         if !fits {
             return None;
         }
-        if m == Mode::Stall {
+        if matches!(m, Mode::Stall | Mode::DupTmf) {
             // The initiator's retry of a command we stalled (after its
             // abort): let it through, or the SCSI layer escalates.
             if let Some(i) = self.stalled_keys.iter().position(|k| *k == key) {
@@ -1482,7 +1497,7 @@ impl Peer {
             c.ep.disconnect();
             return Ok(());
         }
-        if hostile == Some(Mode::Stall) {
+        if matches!(hostile, Some(Mode::Stall | Mode::DupTmf)) {
             if let Some(t) = c.tasks.get_mut(&itt) {
                 t.stalled = true;
                 // The STag the command granted us: a READ's Read STag, a
@@ -1494,8 +1509,9 @@ impl Peer {
                 }
             }
             log(&format!(
-                "{}: mode Stall: no status for ITT {itt:#x}",
-                c.name
+                "{}: mode {:?}: no status for ITT {itt:#x}",
+                c.name,
+                hostile.unwrap_or(Mode::Stall)
             ));
             return Ok(());
         }
