@@ -198,12 +198,16 @@ pub(crate) fn on_tmf_response(
         // (a second response while the first is held for its
         // invalidations would tell libiscsi the TMF succeeded, and it
         // would release the commands the TMF covers before their STags
-        // died). libiscsi has one TMF out at a time, and a TMF it gave up
-        // on failed the connection: the target broke the protocol, and
-        // the response is held for good (case 065, mode dup-tmf).
+        // died; libiscsi's `iscsi_tmf_rsp` does not look at the ITT).
+        // libiscsi has one TMF out at a time; one it gave up on fails the
+        // connection when it times out, but not when a signal ends the
+        // wait of a reset asked for by ioctl (`sg_reset`): that TMF's late
+        // response, after the next TMF was recorded, lands here too, and
+        // failing the connection is still the safe answer to it. The
+        // response is held for good (case 065, mode dup-tmf).
         pr_warn!(
             "a TMF Response for ITT {:#x} answers no TMF in flight: connection failed\n",
-            u32::from_be_bytes(pdu.itt.0)
+            u32::from_ne_bytes(pdu.itt.0)
         );
         conn.proto_error(proto::ProtoError::TaskState);
         return RspAction::Deferred;

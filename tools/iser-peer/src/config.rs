@@ -22,8 +22,8 @@ pub enum Mode {
     Rnr,
     Disconnect,
     Stall,
-    /// As `Stall`, and the ABORT TASK of the stalled command is answered
-    /// with Function Complete twice.
+    /// As `Stall`, and the TMF that releases the stalled command (ABORT
+    /// TASK, LUN or target reset) is answered with Function Complete twice.
     DupTmf,
     Hello,
     LoginDigest,
