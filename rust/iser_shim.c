@@ -954,6 +954,49 @@ void iser_rs_back_unlock(struct iscsi_conn *conn)
 }
 
 /**
+ * iser_rs_tasks_lock() - take the session's frwd_lock, then its back_lock
+ * @conn: a bound libiscsi connection
+ *
+ * With both held no task of the session changes hands: libiscsi allocates
+ * tasks and calls ->alloc_pdu and ->xmit_task under frwd_lock, completes
+ * them and calls ->cleanup_task under back_lock (which nests inside
+ * frwd_lock). Process context only; never held across a call into
+ * libiscsi.
+ */
+void iser_rs_tasks_lock(struct iscsi_conn *conn)
+{
+	spin_lock_bh(&conn->session->frwd_lock);
+	spin_lock(&conn->session->back_lock);
+}
+
+/**
+ * iser_rs_tasks_unlock() - release what iser_rs_tasks_lock() took
+ * @conn: the same connection
+ */
+void iser_rs_tasks_unlock(struct iscsi_conn *conn)
+{
+	spin_unlock(&conn->session->back_lock);
+	spin_unlock_bh(&conn->session->frwd_lock);
+}
+
+/**
+ * iser_rs_session_task() - the session's task at index @i
+ * @conn: a bound libiscsi connection, its session's task locks held
+ * @i: an index below the session's cmds_max
+ *
+ * Return: the task (libiscsi allocates all of them at session setup and
+ * frees them at session teardown), or NULL past cmds_max.
+ */
+struct iscsi_task *iser_rs_session_task(struct iscsi_conn *conn, u32 i)
+{
+	struct iscsi_session *session = conn->session;
+
+	if (i >= (u32)session->cmds_max)
+		return NULL;
+	return session->cmds[i];
+}
+
+/**
  * iser_rs_delayed_work_init() - INIT_DELAYED_WORK()
  * @dw: the work item, in its final (pinned) place
  * @fn: its function

@@ -85,6 +85,9 @@ struct iscsi_conn;
 void iser_rs_conn_failure_frwd_locked(struct iscsi_conn *conn, int err);
 void iser_rs_back_lock(struct iscsi_conn *conn);
 void iser_rs_back_unlock(struct iscsi_conn *conn);
+void iser_rs_tasks_lock(struct iscsi_conn *conn);
+void iser_rs_tasks_unlock(struct iscsi_conn *conn);
+struct iscsi_task *iser_rs_session_task(struct iscsi_conn *conn, u32 i);
 void iser_rs_dealloc_pd(struct ib_pd *pd);
 int iser_rs_dereg_mr(struct ib_mr *mr);
 struct rdma_cm_id *iser_rs_create_id(int (*handler)(struct rdma_cm_id *, struct rdma_cm_event *),

@@ -42,10 +42,13 @@
 //!
 //! Teardown order (`release_resources`, from [`IserConn::shutdown`] or the
 //! DEVICE_REMOVAL handler): disconnect, drain the QP (every posted WR
-//! completes, so no handler runs afterwards), destroy the QP, revoke the
-//! resources (after an RCU grace period: MRs, receive and send buffers, CQ
-//! back to the pool, and last the PD share); then, in `shutdown` only, the
-//! CM id (waits for a running CM handler) and the connection.
+//! completes, so no handler runs afterwards), destroy the QP, drop the DMA
+//! mappings of the commands libiscsi still holds (`task::drop_mappings`,
+//! under the session's frwd_lock and back_lock, taken inside the teardown
+//! mutex), revoke the resources (after an RCU grace period: MRs, receive
+//! and send buffers, CQ back to the pool, and last the PD share); then, in
+//! `shutdown` only, the CM id (waits for a running CM handler) and the
+//! connection.
 
 use super::counters::Counters;
 use super::limits::{RX_DATA_LEN, RX_RING};
@@ -247,6 +250,11 @@ pub(crate) struct IserConn {
     /// a command records it when it takes a slot of this connection's
     /// pools (`IserTask::conn_seq`).
     pub(crate) seq: u32,
+    /// Drops the DMA mappings of this connection's commands that libiscsi
+    /// still holds (`task::drop_mappings`, given by the transport, which
+    /// owns the task data): `release_resources` calls it once the QP is
+    /// gone, before the device can go.
+    drop_task_mappings: fn(Conn, u32),
     /// The TMF request on the wire (see `task::on_tmf_response`).
     pub(crate) tmf: TmfInFlight,
     /// Receive ring entries whose held response was dropped with its
@@ -264,8 +272,12 @@ pub(crate) struct IserConn {
 static CONN_SEQ: AtomicU32 = AtomicU32::new(0);
 
 impl IserConn {
-    /// Allocates the connection and starts address resolution of `dst`.
-    pub(crate) fn connect(dst: &SockAddr<'_>) -> Result<Pin<KBox<IserConn>>> {
+    /// Allocates the connection and starts address resolution of `dst`;
+    /// `drop_task_mappings` is `task::drop_mappings` (see the field).
+    pub(crate) fn connect(
+        dst: &SockAddr<'_>,
+        drop_task_mappings: fn(Conn, u32),
+    ) -> Result<Pin<KBox<IserConn>>> {
         let rx_gate = BhSpinLock::new(RxGate { open: true })?;
         let conn = KBox::pin_init(
             pin_init!(IserConn {
@@ -299,6 +311,7 @@ impl IserConn {
                 login_tx_user: AtomicU32::new(u32::MAX),
                 cookies: AtomicU64::new(0),
                 seq: CONN_SEQ.fetch_add(1, Ordering::Relaxed).wrapping_add(1).max(1),
+                drop_task_mappings,
                 tmf: TmfInFlight::new(),
                 orphans: [const { AtomicU64::new(0) }; ORPHAN_WORDS],
                 orphaned: AtomicBool::new(false),
@@ -1378,7 +1391,10 @@ impl IserConn {
     /// `shutdown`, and by the CM handler on device removal so that nothing
     /// of ours is left on the device when rdma_cm and ib_core tear it down
     /// (the CQ pool, for one, must be back to empty by then).
-    fn release_resources(&self) {
+    ///
+    /// `iscsi`: the libiscsi connection bound until now, whose session's
+    /// commands may hold DMA mappings made for this connection's device.
+    fn release_resources(&self, iscsi: Option<Conn>) {
         self.quiesce();
         let _teardown = self.teardown.lock();
         // Unpublish first and wait for the readers (xmit, completion
@@ -1393,6 +1409,16 @@ impl IserConn {
             id.destroy_qp();
         }
         if let Some(res) = res {
+            // A command libiscsi still holds keeps its DMA mapping until
+            // its `cleanup_task`, and libiscsi's error handler can hold
+            // one for as long as its TMF's timeout, past this connection's
+            // end and past its device's removal: unmapped then, it would
+            // reach a freed `ib_device`. The mappings go now, with the QP
+            // destroyed (nothing reads or writes the pages any more) and
+            // the device still registered (case 057).
+            if let Some(c) = iscsi {
+                (self.drop_task_mappings)(c, self.seq);
+            }
             drop(res);
             super::counters::live_qp(-1);
         }
@@ -1402,8 +1428,10 @@ impl IserConn {
     /// (waits for a running CM handler), then the connection itself.
     pub(crate) fn shutdown(self: Pin<KBox<Self>>) {
         self.drop_held_login_rsp();
+        // libiscsi frees the connection only after this call returns.
+        let iscsi = self.iscsi.get();
         self.iscsi.clear();
-        self.release_resources();
+        self.release_resources(iscsi);
         // Not under the teardown lock: destroying the id waits for a
         // running CM handler, which may be waiting for that lock.
         self.cm.revoke();
@@ -1507,7 +1535,7 @@ impl CmHandler for IserConn {
                 } else {
                     self.set_state(State::Down, None);
                 }
-                self.release_resources();
+                self.release_resources(self.iscsi.get());
                 self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
                 // Under the teardown lock, which every other use of the id
                 // outside an RCU section (quiesce, release_resources)

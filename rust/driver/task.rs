@@ -509,6 +509,22 @@ pub(crate) fn data_sent(itt: u32, cookie: u64, conn: &IserConn, res: Option<&Res
     });
 }
 
+/// Drops the DMA mapping of every command of `conn`'s session sent on the
+/// connection `seq` (`IserConn::seq`) that libiscsi has not released yet.
+/// Called by that connection's teardown once its QP is destroyed, while
+/// its device is still registered (`IserConn::release_resources`): a
+/// command libiscsi's error handler holds is released (`cleanup`) only
+/// when its TMF or the session's recovery times out, maybe after the
+/// device was removed and freed, and its mapping must not be unmapped
+/// through that device then (case 057). `cleanup` finds the mapping gone.
+pub(crate) fn drop_mappings(conn: Conn, seq: u32) {
+    conn.for_each_task_data(|td: &mut IserTask| {
+        if td.conn_seq == seq {
+            drop(td.sg.take());
+        }
+    });
+}
+
 /// `cleanup_task`: unmaps the data and returns the MRs.
 ///
 /// By the time libiscsi releases a command its STags are dead on every

@@ -22,7 +22,7 @@ impl TransportOps for IserTransport {
 
     fn ep_connect(dst: &SockAddr<'_>) -> Result<Pin<KBox<IserConn>>> {
         // iscsid reconnects a failed session through here.
-        crate::sys::with_noio(|| IserConn::connect(dst))
+        crate::sys::with_noio(|| IserConn::connect(dst, task::drop_mappings))
     }
 
     fn ep_poll(ep: &IserConn, timeout_ms: u32) -> Result<bool> {

@@ -280,6 +280,40 @@ impl Conn {
     }
 }
 
+impl Conn {
+    /// Runs `f` on the transport data of every task of this connection's
+    /// session that is in use (from `alloc_pdu` to `cleanup_task`), with
+    /// the session's frwd_lock and back_lock held: libiscsi allocates
+    /// tasks and calls `alloc_pdu`/`xmit_task` under the first, completes
+    /// them and calls `cleanup_task` under the second, so no task changes
+    /// hands and no callback touches its data meanwhile. Process context,
+    /// not inside a libiscsi callback (it would hold one of the locks);
+    /// `f` must not sleep or call into libiscsi.
+    pub(crate) fn for_each_task_data<D>(self, mut f: impl FnMut(&mut D)) {
+        // SAFETY: a bound, live connection (as in `complete_pdu`); the
+        // locks are released below, and the caller holds neither.
+        unsafe { b::iser_rs_tasks_lock(self.0.as_ptr()) };
+        let mut i = 0;
+        loop {
+            // SAFETY: the session's task locks are held; the shim answers
+            // NULL from index cmds_max on (libiscsi allocates every task
+            // below it at session setup).
+            let t = unsafe { b::iser_rs_session_task(self.0.as_ptr(), i) };
+            let Some(raw) = NonNull::new(t) else { break };
+            let mut task = Task::<D> {
+                raw,
+                _p: core::marker::PhantomData,
+            };
+            if let Some(d) = task.data() {
+                f(d);
+            }
+            i += 1;
+        }
+        // SAFETY: taken above by this thread.
+        unsafe { b::iser_rs_tasks_unlock(self.0.as_ptr()) };
+    }
+}
+
 /// A connection slot published to completion handlers: set at bind,
 /// cleared by the endpoint's teardown (`ep_disconnect`, before the QP is
 /// drained), read from any context.
