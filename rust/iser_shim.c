@@ -111,6 +111,17 @@ module_param_named(inject_setup_delay_ms, iser_rs_inject_setup_delay_ms, uint, 0
 MODULE_PARM_DESC(inject_setup_delay_ms, "Test only: delay each connection's setup by this many ms (default: 0)");
 
 /*
+ * Fault injection for the guest suite (case 057): ep_disconnect sleeps
+ * this long after it unpublished the libiscsi connection and before it
+ * takes the teardown mutex, so that a device removal's DEVICE_REMOVAL
+ * handler, which needs the same mutex, runs first, as it does when the
+ * two race. 0 (the default): off.
+ */
+unsigned int iser_rs_inject_disconnect_delay_ms;
+module_param_named(inject_disconnect_delay_ms, iser_rs_inject_disconnect_delay_ms, uint, 0644);
+MODULE_PARM_DESC(inject_disconnect_delay_ms, "Test only: delay each ep_disconnect's teardown by this many ms (default: 0)");
+
+/*
  * Fault injection for the guest suite (case 045): the receive path holds
  * each Logout Response this long and hands it on from process context
  * (login_rsp_work), so the target's disconnect that follows the response
@@ -955,7 +966,8 @@ void iser_rs_back_unlock(struct iscsi_conn *conn)
 
 /**
  * iser_rs_tasks_lock() - take the session's frwd_lock, then its back_lock
- * @conn: a bound libiscsi connection
+ * @conn: a live libiscsi connection (bound, or unbound by ep_disconnect,
+ *        which libiscsi frees only after that call returned)
  *
  * With both held no task of the session changes hands: libiscsi allocates
  * tasks and calls ->alloc_pdu and ->xmit_task under frwd_lock, completes
@@ -981,7 +993,7 @@ void iser_rs_tasks_unlock(struct iscsi_conn *conn)
 
 /**
  * iser_rs_session_task() - the session's task at index @i
- * @conn: a bound libiscsi connection, its session's task locks held
+ * @conn: a live libiscsi connection, its session's task locks held
  * @i: an index below the session's cmds_max
  *
  * Return: the task (libiscsi allocates all of them at session setup and

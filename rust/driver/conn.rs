@@ -188,6 +188,14 @@ pub(crate) struct IserConn {
     cm: RcuSlot<CmId>,
     res: RcuSlot<Resources>,
     pub(crate) iscsi: ConnSlot,
+    /// The same connection, for `release_resources` alone: set with
+    /// `iscsi` at bind (`bind_iscsi`), cleared only by `release_resources`,
+    /// under the teardown mutex, after its walk of the commands. `shutdown`
+    /// clears `iscsi` before it takes that mutex, and the DEVICE_REMOVAL
+    /// handler may take it first: the walk then has to run there, before
+    /// the device goes (case 057's second round), while `shutdown`, which
+    /// cannot return before the handler did, keeps the connection alive.
+    teardown_iscsi: ConnSlot,
     /// Target invalidates our STags with Send with Invalidate.
     pub(crate) remote_inv: AtomicBool,
     /// The target answered the request to go to full feature phase (the
@@ -293,6 +301,7 @@ impl IserConn {
                 cm: RcuSlot::new(),
                 res: RcuSlot::new(),
                 iscsi: ConnSlot::new(),
+                teardown_iscsi: ConnSlot::new(),
                 remote_inv: AtomicBool::new(false),
                 ring_ffp: AtomicBool::new(false),
                 ring_posted: AtomicBool::new(false),
@@ -1391,12 +1400,13 @@ impl IserConn {
     /// `shutdown`, and by the CM handler on device removal so that nothing
     /// of ours is left on the device when rdma_cm and ib_core tear it down
     /// (the CQ pool, for one, must be back to empty by then).
-    ///
-    /// `iscsi`: the libiscsi connection bound until now, whose session's
-    /// commands may hold DMA mappings made for this connection's device.
-    fn release_resources(&self, iscsi: Option<Conn>) {
+    fn release_resources(&self) {
         self.quiesce();
         let _teardown = self.teardown.lock();
+        // The libiscsi connection bound until now (if any), whose
+        // session's commands may hold DMA mappings for this device.
+        let iscsi = self.teardown_iscsi.get();
+        self.teardown_iscsi.clear();
         // Unpublish first and wait for the readers (xmit, completion
         // handlers, task cleanup) to leave their RCU sections: from here
         // on nobody can post to the QP, so destroying it is safe (rxe
@@ -1424,14 +1434,24 @@ impl IserConn {
         }
     }
 
+    /// `bind_conn`: publishes the libiscsi connection (`iscsi`, and
+    /// `teardown_iscsi` for the teardown's walk of its commands).
+    pub(crate) fn bind_iscsi(&self, c: Conn) {
+        self.teardown_iscsi.set(c);
+        self.iscsi.set(c);
+    }
+
     /// `ep_disconnect`: quiesce, free the resources, destroy the CM id
     /// (waits for a running CM handler), then the connection itself.
     pub(crate) fn shutdown(self: Pin<KBox<Self>>) {
         self.drop_held_login_rsp();
-        // libiscsi frees the connection only after this call returns.
-        let iscsi = self.iscsi.get();
         self.iscsi.clear();
-        self.release_resources(iscsi);
+        // Test only (case 057): the DEVICE_REMOVAL handler can run here.
+        let delay = crate::sys::params::param_inject_disconnect_delay_ms();
+        if delay > 0 {
+            crate::sys::params::msleep(delay);
+        }
+        self.release_resources();
         // Not under the teardown lock: destroying the id waits for a
         // running CM handler, which may be waiting for that lock.
         self.cm.revoke();
@@ -1535,7 +1555,7 @@ impl CmHandler for IserConn {
                 } else {
                     self.set_state(State::Down, None);
                 }
-                self.release_resources(self.iscsi.get());
+                self.release_resources();
                 self.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
                 // Under the teardown lock, which every other use of the id
                 // outside an RCU section (quiesce, release_resources)

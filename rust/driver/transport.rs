@@ -56,7 +56,7 @@ impl TransportOps for IserTransport {
 
     fn bind(ep: &IserConn, conn: Conn, _cmds_max: u16) -> Result {
         ep.resources().ok_or_else(ENOTCONN)?;
-        ep.iscsi.set(conn);
+        ep.bind_iscsi(conn);
         Ok(())
     }
 

@@ -284,14 +284,17 @@ impl Conn {
     /// Runs `f` on the transport data of every task of this connection's
     /// session that is in use (from `alloc_pdu` to `cleanup_task`), with
     /// the session's frwd_lock and back_lock held: libiscsi allocates
-    /// tasks and calls `alloc_pdu`/`xmit_task` under the first, completes
+    /// tasks and calls `alloc_pdu`/`xmit_task` under the first (the host
+    /// has no xmit workqueue: `xmit_can_sleep` is false), completes
     /// them and calls `cleanup_task` under the second, so no task changes
     /// hands and no callback touches its data meanwhile. Process context,
     /// not inside a libiscsi callback (it would hold one of the locks);
     /// `f` must not sleep or call into libiscsi.
     pub(crate) fn for_each_task_data<D>(self, mut f: impl FnMut(&mut D)) {
-        // SAFETY: a bound, live connection (as in `complete_pdu`); the
-        // locks are released below, and the caller holds neither.
+        // SAFETY: a live connection (bound, or unbound by an
+        // `ep_disconnect` still running: libiscsi frees it only after that
+        // returns); the locks are released below, and the caller holds
+        // neither.
         unsafe { b::iser_rs_tasks_lock(self.0.as_ptr()) };
         let mut i = 0;
         loop {
