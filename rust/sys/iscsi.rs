@@ -291,10 +291,10 @@ impl Conn {
     /// not inside a libiscsi callback (it would hold one of the locks);
     /// `f` must not sleep or call into libiscsi.
     pub(crate) fn for_each_task_data<D>(self, mut f: impl FnMut(&mut D)) {
-        // SAFETY: a live connection (bound, or unbound by an
-        // `ep_disconnect` still running: libiscsi frees it only after that
-        // returns); the locks are released below, and the caller holds
-        // neither.
+        // Live: bound, or unbound by an `ep_disconnect` still running
+        // (libiscsi frees it only after that returns).
+        // SAFETY: a live connection (above); released below, the caller
+        // holds neither lock.
         unsafe { b::iser_rs_tasks_lock(self.0.as_ptr()) };
         let mut i = 0;
         loop {
