@@ -27,10 +27,10 @@
 # error, the kernel log stays clean, and the module unloads with every
 # live count 0.
 . "$(dirname "$0")/../lib.sh"
-restore() { # later cases need rxe0 back, whatever happened
+restore() { # later cases need rxe0 and LIO's listener back, whatever happened
     [ -n "$PEER_PID" ] && kill -CONT "$PEER_PID" 2>/dev/null
     stop_peer quiet
-    rdma link show rxe0/1 >/dev/null 2>&1 || rdma link add rxe0 type rxe netdev veth0
+    rdma link show rxe0/1 >/dev/null 2>&1 || { rdma link add rxe0 type rxe netdev veth0; target_relisten; }
     case_cleanup
 }
 setup_rdma rxe
@@ -105,6 +105,9 @@ held_read_round() {
     [ -z "$(sess_states)" ] || die "$name: sessions left after logout without a device: $(sess_states)"
     wait_live_zero || die "$name: live objects after logout: $(live_counts)"
     rdma link add rxe0 type rxe netdev veth0 || die "$name: rdma link add rxe0"
+    # LIO's iSER listener went with the device: the cases after this one
+    # log in to LIO (054 failed at its login without this, 2026-12-01).
+    target_relisten || die "$name: LIO listener"
     sleep 2
 }
 held_read_round "teardown first" 0
