@@ -262,6 +262,19 @@ void iser_rs_rcu_read_unlock(void)
 }
 
 /**
+ * iser_rs_assert_bh_off() - warn once unless bottom halves are off here
+ *
+ * The Rust side calls it on kernels with lockdep (CONFIG_PROVE_LOCKING,
+ * the debug kernel) wherever it makes a token saying that bottom halves
+ * are disabled (softirq, or under a spin_lock_bh lock): the token stands
+ * in for an RCU read-side section there.
+ */
+void iser_rs_assert_bh_off(void)
+{
+	WARN_ON_ONCE(!in_softirq());
+}
+
+/**
  * iser_rs_synchronize_rcu() - synchronize_rcu() for Rust (process context)
  */
 void iser_rs_synchronize_rcu(void)

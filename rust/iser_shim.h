@@ -73,6 +73,7 @@ int iser_rs_dma_map_sg(struct ib_device *dev, struct scatterlist *sg, int nents,
 void iser_rs_dma_unmap_sg(struct ib_device *dev, struct scatterlist *sg, int nents, int dir);
 struct ib_pd *iser_rs_alloc_pd(struct ib_device *dev);
 void iser_rs_rcu_read_lock(void);
+void iser_rs_assert_bh_off(void);
 void iser_rs_rcu_read_unlock(void);
 void iser_rs_synchronize_rcu(void);
 unsigned int iser_rs_noio_save(void);

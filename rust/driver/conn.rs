@@ -60,7 +60,7 @@ use crate::sys::errno::{
     ECONNABORTED, ECONNREFUSED, ECONNRESET, EHOSTUNREACH, ENOBUFS, ENOTCONN, EPROTO, ETIMEDOUT,
 };
 use crate::sys::iscsi::{Conn, ConnSlot, IscsiErr, SendPduCaller, SockAddr};
-use crate::sys::rcu::{RcuGuard, RcuSlot};
+use crate::sys::rcu::{BhOff, RcuGuard, RcuSlot};
 use crate::sys::verbs::{LoginToken, SendPayload, SgeList, SlotToken, Wc, WithCqe};
 use crate::sys::work::{impl_has_delayed_work, DelayedWork};
 use core::pin::Pin;
@@ -525,6 +525,13 @@ impl IserConn {
     /// as long as the guard lives (never sleep holding it).
     pub(crate) fn resources(&self) -> Option<RcuGuard<'_, Resources>> {
         self.res.get()
+    }
+
+    /// The RDMA resources, while published, read inside the
+    /// bottom-half-disabled region `bh` (a completion handler's softirq,
+    /// a libiscsi callback under its lock): no RCU call of its own.
+    pub(crate) fn resources_in<'a>(&'a self, bh: BhOff<'a>) -> Option<&'a Resources> {
+        self.res.get_bh(bh)
     }
 
     /// `ep_poll`: waits up to `timeout_ms` for the outcome of the

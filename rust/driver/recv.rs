@@ -133,8 +133,9 @@ fn scsi_response(
 ) {
     conn.counters.response();
     let inv = wc.invalidated_rkey();
-    // One RCU section for both settles and the repost (step 24).
-    if let Some(res) = conn.resources() {
+    // The resources for both settles and the repost (step 24), read in
+    // this softirq (no RCU call of its own).
+    if let Some(res) = conn.resources_in(wc.bh()) {
         let raw_itt = u32::from_ne_bytes(itt.0);
         match inv {
             // A read's SendInvSE naming its one STag, armed on its MR:
@@ -142,14 +143,14 @@ fn scsi_response(
             Some(rkey) => {
                 if res.mrs.settle_remote(raw_itt, rkey) {
                     conn.counters.remote_inv();
-                    return conn.deliver_in(&res, iscsi, desc, hdr, data);
+                    return conn.deliver_in(res, iscsi, desc, hdr, data);
                 }
             }
             // A write armed at the meeting of its response and its data
             // Send: delivered now if that Send completed, else held there
             // until it does (step 24).
             None => match res.meets.response(raw_itt, desc.index, wc.byte_len()) {
-                Some(true) => return conn.deliver_in(&res, iscsi, desc, hdr, data),
+                Some(true) => return conn.deliver_in(res, iscsi, desc, hdr, data),
                 Some(false) => return conn.counters.deferred(),
                 None => {}
             },

@@ -539,6 +539,9 @@ pub(crate) fn drop_mappings(conn: Conn, seq: u32) {
 pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
     let index = task.index();
     let completed = task.completed();
+    // Under the session's back_lock (bottom halves off): the resources
+    // are read without an RCU call of their own.
+    let bh = task.bh();
     let Some(td) = task.data() else { return };
     // A command sent on an earlier connection (libiscsi's error handler
     // held it across the reconnect, and releases it now): its MR slot,
@@ -562,7 +565,7 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
         // response reached libiscsi from the meeting (the word is done) or
         // from the task's rules (which took the word back), and a done
         // word settles nothing until the task's next command arms it.
-        if let (Some(res), Some(i)) = (c.resources(), index) {
+        if let (Some(res), Some(i)) = (c.resources_in(bh), index) {
             if let MeetTaken::Held(rx, len) = res.meets.take(i) {
                 // (A response the task's rules hold too is a second one,
                 // on a connection that is failing: both buffers go back.)
@@ -582,7 +585,7 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
         // Only a command that holds an MR can hold a live STag: the rules
         // are asked here, not for the unregistered write.
         let live = td.stags.as_ref().is_some_and(|s| !s.no_live_stags());
-        if let Some(res) = c.resources() {
+        if let Some(res) = c.resources_in(bh) {
             let release = |i: u16| {
                 let Some(slot_mr) = res.mrs.slot(i) else {
                     return;

@@ -45,17 +45,17 @@ impl CqeHandler for TxDesc {
         let owner_itt = this.owner_itt.load(Ordering::Relaxed);
         let tmf_send = conn.tmf.is_request_send(this.index);
         conn.login_tx_done(this.index);
-        // One RCU section for the slot's release and the command's
-        // meeting (step 24).
-        let res = conn.resources();
-        if let Some(res) = &res {
+        // The resources for the slot's release and the command's meeting
+        // (step 24), read in this softirq (no RCU call of its own).
+        let res = conn.resources_in(wc.bh());
+        if let Some(res) = res {
             res.tx.send_completed(this);
         }
         if tmf_send && conn.tmf.update(|r| r.send_completed()) {
             deliver_held_tmf(conn);
         }
         if cookie != 0 {
-            data_sent(owner_itt, cookie, conn, res.as_deref());
+            data_sent(owner_itt, cookie, conn, res);
         }
     }
 }

@@ -28,6 +28,7 @@
 
 use super::bindings as b;
 use super::errno::{ENOSYS, ENOTCONN};
+use super::rcu::BhOff;
 use core::ffi::c_void;
 use core::pin::Pin;
 use core::ptr::NonNull;
@@ -120,7 +121,8 @@ pub(crate) trait TransportOps: 'static {
     /// Transmits a task (`xmit_task`).
     fn xmit_task(ep: &Self::Ep, task: Task<'_, Self::TaskData>) -> Result;
     /// Releases a task's transport resources (`cleanup_task`). Process or
-    /// softirq context, possibly under the session's back_lock. From its
+    /// softirq context, under the session's back_lock (`iscsi_free_task`'s
+    /// rule), so with bottom halves off ([`Task::bh`]). From its
     /// return the task's data is out of use (`Task::data` answers `None`)
     /// until `reuse_task` resets it for the task's next use.
     fn cleanup_task(ep: Option<&Self::Ep>, task: Task<'_, Self::TaskData>);
@@ -359,6 +361,18 @@ struct TaskSlot<D> {
 }
 
 /// An `iscsi_task` handle with its transport data of type `D`.
+///
+/// # Invariants
+///
+/// Bottom halves are disabled on this CPU for all of `'a`. Every maker runs
+/// under a lock of the task's session taken with them off: `alloc_pdu` and
+/// `xmit_task` under frwd_lock (`iscsi_queuecommand` and
+/// `iscsi_send_mgmt_task`: this host has no xmit workqueue, the only path
+/// that calls `xmit_task` unlocked), `cleanup_task` under back_lock
+/// (`iscsi_free_task`'s rule; the lock is also taken in softirq, so no
+/// holder runs with bottom halves on), `with_ctask` and
+/// `for_each_task_data` under the locks they take themselves. `'a` is the
+/// callback's own (a higher-ranked lifetime of `TransportOps`' methods).
 pub(crate) struct Task<'a, D> {
     raw: NonNull<b::iscsi_task>,
     _p: core::marker::PhantomData<&'a mut D>,
@@ -381,7 +395,15 @@ pub(crate) enum Dir {
     FromDevice,
 }
 
-impl<D> Task<'_, D> {
+impl<'a, D> Task<'a, D> {
+    /// The bottom-half-disabled region the task is handed in, for
+    /// [`RcuSlot::get_bh`](super::rcu::RcuSlot::get_bh).
+    #[inline]
+    pub(crate) fn bh(&self) -> BhOff<'a> {
+        // SAFETY: bottom halves are off for all of `'a` (type invariant).
+        unsafe { BhOff::new_unchecked() }
+    }
+
     pub(crate) fn kind(&self) -> TaskKind {
         // SAFETY: live task (libiscsi holds it across the callback).
         if unsafe { (*self.raw.as_ptr()).sc.is_null() } {

@@ -9,8 +9,15 @@
 //! the revoker's (process) context. This is how a connection's RDMA
 //! resources are freed while the device is being removed, before rdma_cm
 //! and ib_core tear the device down.
+//!
+//! Where bottom halves are already off (a completion handler in softirq,
+//! a libiscsi callback under a `spin_lock_bh` lock), a [`BhOff`] token
+//! stands in for the read-side section: [`RcuSlot::get_bh`] reads the slot
+//! without `rcu_read_lock`, which on the hot path cost a pair of calls
+//! into the C shim per callback (issue 18).
 
 use super::bindings as b;
+use core::marker::PhantomData;
 use core::ptr::{null_mut, NonNull};
 use core::sync::atomic::{AtomicPtr, Ordering};
 use kernel::error::code::EBUSY;
@@ -51,6 +58,39 @@ impl<T> Drop for RcuGuard<'_, T> {
     fn drop(&mut self) {
         // SAFETY: pairs with the rcu_read_lock taken in `RcuSlot::get`.
         unsafe { b::iser_rs_rcu_read_unlock() };
+    }
+}
+
+/// Proof that bottom halves stay disabled on this CPU for `'a`: softirq
+/// context (a completion handler) or code under a lock taken with
+/// `spin_lock_bh` (a libiscsi callback under its frwd_lock or back_lock).
+/// Such a region is an RCU read-side critical section for
+/// `synchronize_rcu` (Linux 5.0 and later, where the RCU flavours were
+/// consolidated: "regions of code across which interrupts, preemption,
+/// or softirqs have been disabled also serve as RCU read-side critical
+/// sections", `synchronize_rcu`'s kernel-doc), so a value read from an
+/// [`RcuSlot`] under it lives as long as the token. Not `Send`: the
+/// region is this CPU's.
+#[derive(Clone, Copy)]
+pub(crate) struct BhOff<'a>(PhantomData<(&'a (), *mut ())>);
+
+impl BhOff<'_> {
+    /// A token for the calling region. On a kernel with lockdep (the
+    /// debug kernel) it warns once if bottom halves are on.
+    ///
+    /// # Safety
+    ///
+    /// Bottom halves are disabled on this CPU for all of the token's
+    /// lifetime, which the caller ties to that region (a callback's
+    /// arguments, never a stored value).
+    #[inline]
+    pub(crate) unsafe fn new_unchecked() -> Self {
+        #[cfg(CONFIG_PROVE_LOCKING)]
+        // SAFETY: only reads this CPU's preempt count.
+        unsafe {
+            b::iser_rs_assert_bh_off()
+        };
+        BhOff(PhantomData)
     }
 }
 
@@ -97,6 +137,20 @@ impl<T> RcuSlot<T> {
                 None
             }
         }
+    }
+
+    /// The value, if published and not revoked, for as long as the
+    /// bottom-half-disabled region `_bh` proves: `revoke` and `take` wait
+    /// for that region with `synchronize_rcu` as for a read-side section
+    /// ([`BhOff`]). No call into the C shim.
+    #[inline]
+    pub(crate) fn get_bh<'a>(&'a self, _bh: BhOff<'a>) -> Option<&'a T> {
+        let p = NonNull::new(self.ptr.load(Ordering::Acquire))?;
+        // SAFETY: `p` was published (type invariant) and stays valid until
+        // a `take` that unpublished it has waited out a grace period; the
+        // region `_bh` proves is one that grace period waits for, and the
+        // reference does not outlive it (`'a`).
+        Some(unsafe { p.as_ref() })
     }
 
     /// Unpublishes and drops the value after all readers are gone.

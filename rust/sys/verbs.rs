@@ -17,6 +17,7 @@
 
 use super::bindings as b;
 use super::pool::{IndexPool, Reservation};
+use super::rcu::BhOff;
 use core::mem::MaybeUninit;
 use core::num::NonZeroUsize;
 use core::ptr::NonNull;
@@ -1015,9 +1016,23 @@ impl LoginBuf {
 }
 
 /// A work completion as seen by a `done` handler.
+///
+/// # Invariants
+///
+/// Made only by `cqe_done_trampoline`, which ib_core calls in softirq
+/// (every CQ polls `IB_POLL_SOFTIRQ`, [`Cq`]), with `'a` the handler
+/// call's: bottom halves are off for all of it.
 pub(crate) struct Wc<'a>(&'a b::ib_wc);
 
-impl Wc<'_> {
+impl<'a> Wc<'a> {
+    /// The softirq the completion is handled in, for
+    /// [`RcuSlot::get_bh`](super::rcu::RcuSlot::get_bh).
+    #[inline]
+    pub(crate) fn bh(&self) -> BhOff<'a> {
+        // SAFETY: bottom halves are off for all of `'a` (type invariant).
+        unsafe { BhOff::new_unchecked() }
+    }
+
     pub(crate) fn ok(&self) -> bool {
         self.0.status == b::ib_wc_status_IB_WC_SUCCESS
     }
@@ -1131,6 +1146,8 @@ unsafe extern "C" fn cqe_done_trampoline<T: CqeHandler>(_cq: *mut b::ib_cq, wc: 
         let cqe = wc.__bindgen_anon_1.wr_cqe as *const Cqe;
         let owner = &*(cqe.cast::<WithCqe<T>>());
         let ctx = &*((*cqe).ctx.cast::<T::Ctx>());
+        // INVARIANT: ib_core calls this in softirq (`IB_POLL_SOFTIRQ`),
+        // and the `Wc` lives for this call only.
         T::done(owner, ctx, &Wc(wc));
     }
 }
