@@ -540,6 +540,25 @@ peer_stat() {
     echo "${v:-0}"
 }
 
+# peer_stall_io MODE DD-ARGS...: arm the peer's mode (SIGUSR1), start
+# `timeout 150 dd DD-ARGS status=none` in the background (its pid in
+# STALL_IO_PID, for the caller's wait), and wait up to 30 s for the peer's
+# "mode MODE: no status" line (the command is held); 1 if it never came.
+STALL_IO_PID=
+peer_stall_io() {
+    local mode=$1 i
+    shift
+    kill -USR1 "$PEER_PID"
+    sleep 0.3
+    timeout 150 dd "$@" status=none &
+    STALL_IO_PID=$!
+    for ((i = 0; i < 300; i++)); do
+        grep -q "mode $mode: no status" "$PEER_LOG" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
 # peer_login [iface]: SendTargets discovery and login to the peer; echoes the disk.
 peer_login() {
     local iface=${1:-iser} portal=$PEER_ADDR:$PEER_PORT

@@ -1249,6 +1249,7 @@ impl IserConn {
     /// Hands a received PDU to libiscsi and reposts its buffer.
     pub(crate) fn complete(
         &self,
+        bh: BhOff<'_>,
         conn: Conn,
         desc: &WithCqe<RxDesc>,
         msg: &[u8],
@@ -1257,15 +1258,22 @@ impl IserConn {
         let hdr_len = proto::bhs::BHS_LEN + pdu.ahs.len();
         let start = proto::iser_hdr::ISER_HDR_LEN;
         let hdr = msg.get(start..start + hdr_len).unwrap_or(&[]);
-        self.deliver(conn, desc, hdr, pdu.data);
+        self.deliver(bh, conn, desc, hdr, pdu.data);
     }
 
     /// Hands a received PDU (BHS and AHS `hdr`, data segment `data`) to
     /// libiscsi and reposts its buffer.
     // Once per I/O: inlined (bench/README.md, step 13).
     #[inline(always)]
-    pub(crate) fn deliver(&self, conn: Conn, desc: &WithCqe<RxDesc>, hdr: &[u8], data: &[u8]) {
-        self.hand_over(conn, hdr, data);
+    pub(crate) fn deliver(
+        &self,
+        bh: BhOff<'_>,
+        conn: Conn,
+        desc: &WithCqe<RxDesc>,
+        hdr: &[u8],
+        data: &[u8],
+    ) {
+        self.hand_over(bh, conn, hdr, data);
         self.repost(desc);
     }
 
@@ -1275,22 +1283,23 @@ impl IserConn {
     #[inline(always)]
     pub(crate) fn deliver_in(
         &self,
+        bh: BhOff<'_>,
         res: &Resources,
         conn: Conn,
         desc: &WithCqe<RxDesc>,
         hdr: &[u8],
         data: &[u8],
     ) {
-        self.hand_over(conn, hdr, data);
+        self.hand_over(bh, conn, hdr, data);
         self.repost_in(res, desc);
     }
 
     /// Hands a received PDU to libiscsi (its buffer stays the caller's).
     // Once per I/O: inlined (bench/README.md, step 13).
     #[inline(always)]
-    fn hand_over(&self, conn: Conn, hdr: &[u8], data: &[u8]) {
+    fn hand_over(&self, bh: BhOff<'_>, conn: Conn, hdr: &[u8], data: &[u8]) {
         self.counters.rx_bytes(data.len() as u64);
-        if let Err(e) = conn.complete_pdu(hdr, data) {
+        if let Err(e) = conn.complete_pdu(bh, hdr, data) {
             self.counters.proto_error();
             self.conn_error(e);
         }
@@ -1298,9 +1307,9 @@ impl IserConn {
 
     /// Re-parses a deferred response's buffer (receive ring entry `rx`)
     /// and completes it.
-    pub(crate) fn complete_deferred(&self, rx: u16, len: u32) {
-        if let Some(res) = self.res.get() {
-            self.complete_deferred_in(&res, rx, len);
+    pub(crate) fn complete_deferred(&self, bh: BhOff<'_>, rx: u16, len: u32) {
+        if let Some(res) = self.resources_in(bh) {
+            self.complete_deferred_in(bh, res, rx, len);
         } else if self.failed.load(Ordering::Acquire) {
             self.counters.rx_dropped();
         }
@@ -1324,9 +1333,9 @@ impl IserConn {
     /// (not reposted), so one of headers only (no AHS, no data: all the
     /// parser's length rules leave) is handed over as it lies; any other
     /// is parsed again (`complete_deferred_in`).
-    pub(crate) fn deliver_held_response(&self, res: &Resources, rx: u16, len: u32) {
+    pub(crate) fn deliver_held_response(&self, bh: BhOff<'_>, res: &Resources, rx: u16, len: u32) {
         if len as usize != proto::bhs::ISER_HEADERS_LEN {
-            return self.complete_deferred_in(res, rx, len);
+            return self.complete_deferred_in(bh, res, rx, len);
         }
         let Some((conn, desc)) = self.held_entry(res, rx) else {
             return;
@@ -1335,12 +1344,12 @@ impl IserConn {
             .received(len as usize)
             .get(proto::iser_hdr::ISER_HDR_LEN..)
             .unwrap_or(&[]);
-        self.deliver_in(res, conn, desc, bhs, &[]);
+        self.deliver_in(bh, res, conn, desc, bhs, &[]);
     }
 
     /// `complete_deferred` inside the caller's RCU section for the
     /// resources (step 24).
-    pub(crate) fn complete_deferred_in(&self, res: &Resources, rx: u16, len: u32) {
+    pub(crate) fn complete_deferred_in(&self, bh: BhOff<'_>, res: &Resources, rx: u16, len: u32) {
         let Some((conn, desc)) = self.held_entry(res, rx) else {
             return;
         };
@@ -1349,11 +1358,11 @@ impl IserConn {
         // their Send's completion) takes the receive path's fast path, which
         // the full parser would accept the same (`plain_scsi_response`).
         if let Some(rsp) = proto::bhs::plain_scsi_response(msg) {
-            self.deliver_in(res, conn, desc, rsp.bhs, &[]);
+            self.deliver_in(bh, res, conn, desc, rsp.bhs, &[]);
         } else {
             let ctx = proto::bhs::RxContext::full_feature(RX_DATA_LEN as u32);
             match proto::bhs::parse_received_send(msg, &ctx) {
-                Ok(pdu) => self.complete(conn, desc, msg, &pdu),
+                Ok(pdu) => self.complete(bh, conn, desc, msg, &pdu),
                 Err(e) => return self.proto_error(e),
             }
         }

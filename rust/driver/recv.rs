@@ -112,7 +112,7 @@ fn rx_done(conn: &IserConn, desc: &WithCqe<RxDesc>, wc: &Wc<'_>) {
             return;
         }
     }
-    conn.complete(iscsi, desc, msg, &pdu);
+    conn.complete(wc.bh(), iscsi, desc, msg, &pdu);
     if pdu.opcode == proto::bhs::OP_LOGOUT_RSP {
         conn.logout_rsp_delivered();
     }
@@ -135,7 +135,8 @@ fn scsi_response(
     let inv = wc.invalidated_rkey();
     // The resources for both settles and the repost (step 24), read in
     // this softirq (no RCU call of its own).
-    if let Some(res) = conn.resources_in(wc.bh()) {
+    let bh = wc.bh();
+    if let Some(res) = conn.resources_in(bh) {
         let raw_itt = u32::from_ne_bytes(itt.0);
         match inv {
             // A read's SendInvSE naming its one STag, armed on its MR:
@@ -143,21 +144,21 @@ fn scsi_response(
             Some(rkey) => {
                 if res.mrs.settle_remote(raw_itt, rkey) {
                     conn.counters.remote_inv();
-                    return conn.deliver_in(res, iscsi, desc, hdr, data);
+                    return conn.deliver_in(bh, res, iscsi, desc, hdr, data);
                 }
             }
             // A write armed at the meeting of its response and its data
             // Send: delivered now if that Send completed, else held there
             // until it does (step 24).
             None => match res.meets.response(raw_itt, desc.index, wc.byte_len()) {
-                Some(true) => return conn.deliver_in(res, iscsi, desc, hdr, data),
+                Some(true) => return conn.deliver_in(bh, res, iscsi, desc, hdr, data),
                 Some(false) => return conn.counters.deferred(),
                 None => {}
             },
         }
     }
     match on_scsi_response(conn, iscsi, itt, inv, desc.index, wc.byte_len()) {
-        Ok(RspAction::CompleteNow) => conn.deliver(iscsi, desc, hdr, data),
+        Ok(RspAction::CompleteNow) => conn.deliver(bh, iscsi, desc, hdr, data),
         Ok(RspAction::Deferred) => {
             // Completed (and the buffer reposted) when the local
             // invalidation finishes: see `task::inv_done`.
@@ -221,7 +222,7 @@ impl DelayedWorkHandler for IserConn {
 /// that implies for the resources). `login_phase`: it was parsed as a
 /// login-phase PDU when it arrived. Process context (`login_rsp_work`).
 fn deliver_held(this: &IserConn, in_login_buf: bool, index: u16, len: u32, login_phase: bool) {
-    with_bh_disabled(|| {
+    with_bh_disabled(|bh| {
         if this.has_failed() {
             this.counters.rx_dropped();
             return;
@@ -229,7 +230,9 @@ fn deliver_held(this: &IserConn, in_login_buf: bool, index: u16, len: u32, login
         let Some(iscsi) = this.iscsi.get() else {
             return;
         };
-        let Some(res) = this.resources() else { return };
+        let Some(res) = this.resources_in(bh) else {
+            return;
+        };
         let desc = if in_login_buf {
             &*res.login_rx
         } else {
@@ -245,7 +248,7 @@ fn deliver_held(this: &IserConn, in_login_buf: bool, index: u16, len: u32, login
                 if let proto::bhs::TargetHeader::LogoutResponse(l) = &pdu.header {
                     this.logout_answered(l.response == 0);
                 }
-                this.complete(iscsi, desc, msg, &pdu);
+                this.complete(bh, iscsi, desc, msg, &pdu);
                 if pdu.opcode == proto::bhs::OP_LOGOUT_RSP {
                     this.logout_rsp_delivered();
                 }

@@ -28,6 +28,7 @@ use super::resources::{InvDesc, RemoteSettle, Resources, SendMet, TmfInvDesc, NO
 use crate::proto;
 use crate::proto::task::{MeetTaken, TaskStags};
 use crate::sys::iscsi::{Conn, Task, BHS_LEN};
+use crate::sys::rcu::BhOff;
 use crate::sys::verbs::{CqeHandler, MappedSg, Wc, WithCqe};
 use core::sync::atomic::Ordering;
 use kernel::prelude::*;
@@ -141,10 +142,11 @@ impl CqeHandler for InvDesc {
         }
         let itt = this.itt.load(Ordering::Acquire);
         let cookie = this.cookie.load(Ordering::Acquire);
-        if let Some(res) = conn.resources() {
+        let bh = wc.bh();
+        if let Some(res) = conn.resources_in(bh) {
             res.invs.free.release(this.index);
         }
-        inv_done(itt, cookie, conn);
+        inv_done(bh, itt, cookie, conn);
     }
 }
 
@@ -159,20 +161,20 @@ impl CqeHandler for TmfInvDesc {
             return;
         }
         if conn.tmf.update(|r| r.invalidations_completed()) {
-            deliver_held_tmf(conn);
+            deliver_held_tmf(wc.bh(), conn);
         }
     }
 }
 
 /// Hands the held TMF Response to libiscsi (softirq): everything it
 /// waited for completed.
-pub(crate) fn deliver_held_tmf(conn: &IserConn) {
-    let held = match conn.resources() {
+pub(crate) fn deliver_held_tmf(bh: BhOff<'_>, conn: &IserConn) {
+    let held = match conn.resources_in(bh) {
         Some(res) => res.tmf_inv.held.swap(NO_HELD, Ordering::AcqRel),
         None => return,
     };
     if held != NO_HELD {
-        conn.complete_deferred((held >> 32) as u16, held as u32);
+        conn.complete_deferred(bh, (held >> 32) as u16, held as u32);
     }
 }
 
@@ -439,10 +441,10 @@ fn completable(td: &mut IserTask) -> Then {
 }
 
 /// Does what a completion step asked for, outside the back_lock.
-fn then(conn: &IserConn, step: Then) {
+fn then(bh: BhOff<'_>, conn: &IserConn, step: Then) {
     match step {
         Then::Nothing => {}
-        Then::Complete(rx, len) => conn.complete_deferred(rx, len),
+        Then::Complete(rx, len) => conn.complete_deferred(bh, rx, len),
         Then::Fail => {
             conn.counters.proto_error();
             conn.conn_error(crate::sys::iscsi::ERR_CONN_FAILED);
@@ -456,7 +458,13 @@ fn then(conn: &IserConn, step: Then) {
 /// was released meanwhile (a TMF, whose own invalidation covered its MRs,
 /// or the error handler), and `cleanup` handed its held receive buffer
 /// back.
-fn on_command(conn: &IserConn, itt: u32, cookie: u64, f: impl FnOnce(&mut IserTask) -> Then) {
+fn on_command(
+    bh: BhOff<'_>,
+    conn: &IserConn,
+    itt: u32,
+    cookie: u64,
+    f: impl FnOnce(&mut IserTask) -> Then,
+) {
     let Some(iscsi) = conn.iscsi.get() else {
         return;
     };
@@ -469,13 +477,13 @@ fn on_command(conn: &IserConn, itt: u32, cookie: u64, f: impl FnOnce(&mut IserTa
             _ => Then::Nothing,
         }
     });
-    then(conn, step);
+    then(bh, conn, step);
 }
 
 /// Local invalidation completed (softirq): complete the held response if
 /// nothing else holds it.
-fn inv_done(itt: u32, cookie: u64, conn: &IserConn) {
-    on_command(conn, itt, cookie, |td| {
+fn inv_done(bh: BhOff<'_>, itt: u32, cookie: u64, conn: &IserConn) {
+    on_command(bh, conn, itt, cookie, |td| {
         let mut ok = true;
         if let Some(st) = td.stags.as_mut() {
             for s in td.inv_posted.as_slice() {
@@ -492,18 +500,24 @@ fn inv_done(itt: u32, cookie: u64, conn: &IserConn) {
 
 /// The last Send that read a command's pages completed (softirq): the
 /// device will not read them again; complete the held response if nothing
-/// else holds it. `res`: the caller's RCU section for the resources.
-pub(crate) fn data_sent(itt: u32, cookie: u64, conn: &IserConn, res: Option<&Resources>) {
+/// else holds it. `res`: the resources, read in the handler's softirq `bh`.
+pub(crate) fn data_sent(
+    bh: BhOff<'_>,
+    itt: u32,
+    cookie: u64,
+    conn: &IserConn,
+    res: Option<&Resources>,
+) {
     // An unregistered write armed at the meeting (step 24): settled there,
     // without the task.
     if let Some(res) = res {
         match res.meets.send_done(itt) {
             SendMet::NotArmed => {}
             SendMet::Marked => return,
-            SendMet::DeliverHeld(rx, len) => return conn.deliver_held_response(res, rx, len),
+            SendMet::DeliverHeld(rx, len) => return conn.deliver_held_response(bh, res, rx, len),
         }
     }
-    on_command(conn, itt, cookie, |td| {
+    on_command(bh, conn, itt, cookie, |td| {
         td.send_pending = false;
         completable(td)
     });

@@ -47,15 +47,16 @@ impl CqeHandler for TxDesc {
         conn.login_tx_done(this.index);
         // The resources for the slot's release and the command's meeting
         // (step 24), read in this softirq (no RCU call of its own).
-        let res = conn.resources_in(wc.bh());
+        let bh = wc.bh();
+        let res = conn.resources_in(bh);
         if let Some(res) = res {
             res.tx.send_completed(this);
         }
         if tmf_send && conn.tmf.update(|r| r.send_completed()) {
-            deliver_held_tmf(conn);
+            deliver_held_tmf(bh, conn);
         }
         if cookie != 0 {
-            data_sent(owner_itt, cookie, conn, res);
+            data_sent(bh, owner_itt, cookie, conn, res);
         }
     }
 }

@@ -177,9 +177,20 @@ unsafe impl Sync for Conn {}
 
 impl Conn {
     /// Hands a received PDU (`hdr`: the 48-byte BHS followed by AHS,
-    /// `data`: the data segment) to libiscsi. Softirq context; takes the
-    /// session's back_lock. Returns the iSCSI error libiscsi reports.
-    pub(crate) fn complete_pdu(self, hdr: &[u8], data: &[u8]) -> Result<(), IscsiErr> {
+    /// `data`: the data segment) to libiscsi. Returns the iSCSI error
+    /// libiscsi reports.
+    ///
+    /// `_bh`: bottom halves are off. libiscsi's receive entry point takes
+    /// the session's back_lock with a plain `spin_lock` (it expects
+    /// softirq context), and may release tasks under it: `cleanup_task`
+    /// then runs with bottom halves off only because they already were,
+    /// which [`Task`]'s invariant (and so its [`Task::bh`]) relies on.
+    pub(crate) fn complete_pdu(
+        self,
+        _bh: BhOff<'_>,
+        hdr: &[u8],
+        data: &[u8],
+    ) -> Result<(), IscsiErr> {
         if hdr.len() < BHS_LEN {
             return Err(b::iscsi_err_ISCSI_ERR_PROTO);
         }
@@ -369,8 +380,10 @@ struct TaskSlot<D> {
 /// `xmit_task` under frwd_lock (`iscsi_queuecommand` and
 /// `iscsi_send_mgmt_task`: this host has no xmit workqueue, the only path
 /// that calls `xmit_task` unlocked), `cleanup_task` under back_lock
-/// (`iscsi_free_task`'s rule; the lock is also taken in softirq, so no
-/// holder runs with bottom halves on), `with_ctask` and
+/// (`iscsi_free_task`'s rule: every libiscsi path takes it with
+/// `spin_lock_bh`, or with `spin_lock` on its receive path, which this
+/// module enters only through [`Conn::complete_pdu`] and so with bottom
+/// halves off), `with_ctask` and
 /// `for_each_task_data` under the locks they take themselves. `'a` is the
 /// callback's own (a higher-ranked lifetime of `TransportOps`' methods).
 pub(crate) struct Task<'a, D> {

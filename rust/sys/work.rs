@@ -6,6 +6,7 @@
 //! and is cancelled when it drops.
 
 use super::bindings as b;
+use super::rcu::BhOff;
 use core::marker::PhantomData;
 use kernel::prelude::*;
 use kernel::types::Opaque;
@@ -128,11 +129,15 @@ unsafe extern "C" fn run_tr<T: HasDelayedWork>(work: *mut b::work_struct) {
 
 /// Runs `f` with bottom halves disabled on this CPU (process context), as
 /// code written for softirq context expects (libiscsi's back_lock is taken
-/// with a plain spin_lock on its receive path).
-pub(crate) fn with_bh_disabled<R>(f: impl FnOnce() -> R) -> R {
+/// with a plain spin_lock on its receive path), handing it the token that
+/// says so.
+pub(crate) fn with_bh_disabled<R>(f: impl for<'a> FnOnce(BhOff<'a>) -> R) -> R {
     // SAFETY: only disables bottom halves; re-enabled below.
     unsafe { b::iser_rs_local_bh_disable() };
-    let r = f();
+    // SAFETY: bottom halves are off from the call above until the enable
+    // below, and the token's lifetime is the closure call's (higher-ranked:
+    // `f` cannot keep it, and `R` cannot name it).
+    let r = f(unsafe { BhOff::new_unchecked() });
     // SAFETY: pairs with the disable above, on the same CPU (no sleeping
     // in between: `f` runs with BH off).
     unsafe { b::iser_rs_local_bh_enable() };

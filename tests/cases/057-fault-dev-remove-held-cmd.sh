@@ -61,12 +61,9 @@ held_read_round() {
     disk=$(wait_disks | head -1); [ -n "$disk" ] || die "$name: no disk"
     dev=${disk#/dev/}
     echo 5 > /sys/block/$dev/device/timeout
-    kill -USR1 "$PEER_PID"
-    sleep 0.3
-    timeout 150 dd if="$disk" of=/dev/null bs=64k count=1 iflag=direct status=none &
-    wl=$!
-    for ((i = 0; i < 300; i++)); do grep -q "mode Stall: no status" "$PEER_LOG" && break; sleep 0.1; done
-    grep -q "mode Stall: no status" "$PEER_LOG" || die "$name: the peer never stalled the READ"
+    peer_stall_io Stall if="$disk" of=/dev/null bs=64k count=1 iflag=direct ||
+        die "$name: the peer never stalled the READ"
+    wl=$STALL_IO_PID
     kill -STOP "$PEER_PID"
     t0=$(now_ms)
     # The SCSI timeout fires 5 s after the READ was queued; the error

@@ -39,12 +39,9 @@ start_peer --mode dup-tmf --at 1000000000 --on read
 disk=$(peer_login iser | head -1); [ -n "$disk" ] || die "dup-tmf: login"
 echo 5 > "/sys/block/${disk#/dev/}/device/timeout"
 c0=$(iser_connects)
-kill -USR1 "$PEER_PID"
-sleep 0.3
-timeout 150 dd if="$disk" of=/dev/null bs=64k count=16 iflag=direct status=none &
-dd_pid=$!
-for ((i = 0; i < 300; i++)); do grep -q "mode DupTmf: no status" "$PEER_LOG" && break; sleep 0.1; done
-grep -q "mode DupTmf: no status" "$PEER_LOG" || die "dup-tmf: the peer never stalled a READ"
+peer_stall_io DupTmf if="$disk" of=/dev/null bs=64k count=16 iflag=direct ||
+    die "dup-tmf: the peer never stalled a READ"
+dd_pid=$STALL_IO_PID
 wait "$dd_pid"; rc=$?
 wait_logged_in 60 || die "dup-tmf: session not back"
 rec=$(( $(iser_connects) - c0 ))

@@ -45,18 +45,15 @@ for v in abort:read abort:write lun-reset:read target-reset:write abort:write-im
     # ABORT TASK comes from the SCSI timeout; the resets are issued by hand
     # while the command is stalled, long before its timeout.
     if [ "$how" = abort ]; then echo 5 > /sys/block/$dev/device/timeout; else echo 60 > /sys/block/$dev/device/timeout; fi
-    kill -USR1 "$PEER_PID"
-    sleep 0.3
     if [ "$dir" = read ]; then
-        timeout 150 dd if="$disk" of=/dev/null bs=64k count=16 iflag=direct status=none &
+        io=(if="$disk" of=/dev/null bs=64k count=16 iflag=direct)
     elif [ "$dir" = write-imm ]; then
-        timeout 150 dd if=/tmp/abort-probe.pat of="$disk" bs=4k count=16 oflag=direct status=none &
+        io=(if=/tmp/abort-probe.pat of="$disk" bs=4k count=16 oflag=direct)
     else
-        timeout 150 dd if=/tmp/abort-probe.pat of="$disk" bs=64k count=16 oflag=direct status=none &
+        io=(if=/tmp/abort-probe.pat of="$disk" bs=64k count=16 oflag=direct)
     fi
-    wl=$!
-    for ((i = 0; i < 300; i++)); do grep -q "mode Stall: no status" "$PEER_LOG" && break; sleep 0.1; done
-    grep -q "mode Stall: no status" "$PEER_LOG" || die "$v: the peer never stalled a $dir"
+    peer_stall_io Stall "${io[@]}" || die "$v: the peer never stalled a $dir"
+    wl=$STALL_IO_PID
     case $how in
     lun-reset) sg_reset -d "$sg" >/dev/null 2>&1 || log "$v: sg_reset -d returned $?" ;;
     target-reset) sg_reset -t "$sg" >/dev/null 2>&1 || log "$v: sg_reset -t returned $?" ;;
