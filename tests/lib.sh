@@ -556,7 +556,7 @@ peer_stall_io() {
         grep -q "mode $mode: no status" "$PEER_LOG" && return 0
         sleep 0.1
     done
-    return 1
+    grep -q "mode $mode: no status" "$PEER_LOG"
 }
 
 # peer_login [iface]: SendTargets discovery and login to the peer; echoes the disk.

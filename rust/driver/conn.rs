@@ -1234,7 +1234,8 @@ impl IserConn {
         }
     }
 
-    /// `repost` inside the caller's RCU section for the resources.
+    /// `repost` with the resources the caller read (in its RCU section or
+    /// its bottom-half-off region).
     // Once per I/O: inlined (bench/README.md, step 13).
     #[inline(always)]
     fn repost_in(&self, res: &Resources, desc: &WithCqe<RxDesc>) {
@@ -1277,8 +1278,9 @@ impl IserConn {
         self.repost(desc);
     }
 
-    /// `deliver` inside the caller's RCU section for the resources: the
-    /// buffer is reposted without a second look-up (step 24).
+    /// `deliver` with the resources the caller read (in its RCU section or
+    /// its bottom-half-off region `bh`): the buffer is reposted without a
+    /// second look-up (step 24).
     // Once per I/O: inlined (bench/README.md, step 13).
     #[inline(always)]
     pub(crate) fn deliver_in(
@@ -1347,8 +1349,8 @@ impl IserConn {
         self.deliver_in(bh, res, conn, desc, bhs, &[]);
     }
 
-    /// `complete_deferred` inside the caller's RCU section for the
-    /// resources (step 24).
+    /// `complete_deferred` with the resources the caller read in its
+    /// bottom-half-off region `bh` (step 24).
     pub(crate) fn complete_deferred_in(&self, bh: BhOff<'_>, res: &Resources, rx: u16, len: u32) {
         let Some((conn, desc)) = self.held_entry(res, rx) else {
             return;

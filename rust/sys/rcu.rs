@@ -11,7 +11,8 @@
 //! and ib_core tear the device down.
 //!
 //! Where bottom halves are already off (a completion handler in softirq,
-//! a libiscsi callback under a `spin_lock_bh` lock), a [`BhOff`] token
+//! a libiscsi callback under a `spin_lock_bh` lock, code inside
+//! `work::with_bh_disabled`), a [`BhOff`] token
 //! stands in for the read-side section: [`RcuSlot::get_bh`] reads the slot
 //! without `rcu_read_lock`, which on the hot path cost a pair of calls
 //! into the C shim per callback (issue 18).
@@ -62,8 +63,9 @@ impl<T> Drop for RcuGuard<'_, T> {
 }
 
 /// Proof that bottom halves stay disabled on this CPU for `'a`: softirq
-/// context (a completion handler) or code under a lock taken with
-/// `spin_lock_bh` (a libiscsi callback under its frwd_lock or back_lock).
+/// context (a completion handler), code under a lock taken with
+/// `spin_lock_bh` (a libiscsi callback under its frwd_lock or back_lock),
+/// or code inside `local_bh_disable` (`work::with_bh_disabled`).
 /// Such a region is an RCU read-side critical section for
 /// `synchronize_rcu` (Linux 5.0 and later, where the RCU flavours were
 /// consolidated: "regions of code across which interrupts, preemption,
