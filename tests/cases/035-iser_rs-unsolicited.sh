@@ -47,11 +47,16 @@ outs=$(session_stat data_outs)
 # its queue): a write that finds too few goes back to the midlayer
 # (TARGET_BUSY, counter send_queue_full) and is retried once Send
 # completions free them. Verify clean, and the wait must have happened.
+# fio submits its writes in batches of 128 (one io_submit, dispatched
+# back to back). Submitted one at a time, each after fio has computed its
+# crc32c over 256 KiB, they can arrive no faster than rxe sends them: a
+# make check run of 2026-12-02 saw 0 waits, and the path went unreached.
 echo 128 > /sys/block/${disk#/dev/}/device/queue_depth
 f0=$(session_stat send_queue_full) d0=$(session_stat data_outs)
 timeout 300 fio --name=unsol --filename="$disk" --direct=1 --ioengine=libaio \
     --verify=crc32c --do_verify=1 --verify_fatal=1 --size=32M --rw=randwrite \
-    --bs=256k --iodepth=128 --output=/tmp/unsol-fio.log >/dev/null 2>&1 ||
+    --bs=256k --iodepth=128 --iodepth_batch_submit=128 \
+    --output=/tmp/unsol-fio.log >/dev/null 2>&1 ||
     { tail -5 /tmp/unsol-fio.log | sed 's/^/# /'; die "fio verify bs=256k iodepth=128 (status $?)"; }
 full=$(( $(session_stat send_queue_full) - f0 ))
 log "bs=256k iodepth=128 (queue_depth $(cat /sys/block/${disk#/dev/}/device/queue_depth)): verify clean, $(( $(session_stat data_outs) - d0 )) unsolicited Data-Outs, $full waits for header slots"
