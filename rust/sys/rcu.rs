@@ -148,11 +148,12 @@ impl<T> RcuSlot<T> {
     #[inline]
     pub(crate) fn get_bh<'a>(&'a self, _bh: BhOff<'a>) -> Option<&'a T> {
         let p = NonNull::new(self.ptr.load(Ordering::Acquire))?;
-        // SAFETY: `p` was published (type invariant) and stays valid until
-        // a `take` that unpublished it has waited out a grace period; the
-        // region `_bh` proves is one that grace period waits for, and the
-        // reference does not outlive it (`'a`).
-        Some(unsafe { p.as_ref() })
+        // `p` was published (type invariant) and stays valid until a `take`
+        // that unpublished it has waited out a grace period; the region
+        // `_bh` proves is one that grace period waits for.
+        // SAFETY: per the above, valid for `'a`, which the reference keeps.
+        let value = unsafe { p.as_ref() };
+        Some(value)
     }
 
     /// Unpublishes and drops the value after all readers are gone.
