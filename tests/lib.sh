@@ -156,7 +156,6 @@ target_chap() {
 
 # --- initiator ---------------------------------------------------------------
 start_iscsid() {
-    pgrep -x iscsid >/dev/null && return 0
     mkdir -p /etc/iscsi /var/lib/iscsi /run/lock/iscsi
     echo "InitiatorName=$INI_IQN" > /etc/iscsi/initiatorname.iscsi
     [ -f /etc/iscsi/iscsid.conf ] || touch /etc/iscsi/iscsid.conf
@@ -167,6 +166,12 @@ start_iscsid() {
         echo "node.session.timeo.replacement_timeout = ${REPLACEMENT_TIMEOUT:-20}"
         echo "node.conn[0].timeo.login_timeout = 10"
     } >> /etc/iscsi/iscsid.conf
+    # The timeouts above are written even when iscsid already runs (an
+    # earlier case started it): iscsiadm reads them when discovery creates
+    # a node record. Returning before them gave case 057 (30 s) the 120 s
+    # of case 052 in a boot of 052 and 057 (2026-12-02): its held READ
+    # outlasted dd's 150 s.
+    pgrep -x iscsid >/dev/null && return 0
     iscsid || die "iscsid failed to start"
     sleep 0.5
 }
