@@ -133,6 +133,22 @@ module_param_named(inject_logout_rsp_delay_ms, iser_rs_inject_logout_rsp_delay_m
 MODULE_PARM_DESC(inject_logout_rsp_delay_ms, "Test only: hold each received Logout Response this many ms before handling it (default: 0)");
 
 /*
+ * Fault injection for the guest suite (case 071): each SCSI command's
+ * transmit call busy-waits this long (no sleep; libiscsi holds the
+ * session's frwd_lock, bottom halves off) before the command is marked in
+ * transmission (`inject_xmit_stall_ms`) or after it was marked and before
+ * its post (`inject_xmit_posting_stall_ms`), so that a target answering
+ * the command before it was sent is heard inside that window. 0 (the
+ * default): off.
+ */
+unsigned int iser_rs_inject_xmit_stall_ms;
+module_param_named(inject_xmit_stall_ms, iser_rs_inject_xmit_stall_ms, uint, 0644);
+MODULE_PARM_DESC(inject_xmit_stall_ms, "Test only: busy-wait this many ms in each SCSI command's xmit before the command is marked in transmission (default: 0)");
+unsigned int iser_rs_inject_xmit_posting_stall_ms;
+module_param_named(inject_xmit_posting_stall_ms, iser_rs_inject_xmit_posting_stall_ms, uint, 0644);
+MODULE_PARM_DESC(inject_xmit_posting_stall_ms, "Test only: busy-wait this many ms in each SCSI command's xmit after it was marked in transmission, before its post (default: 0)");
+
+/*
  * Test only: a connection's QP is created asking the device for at most
  * this many SGEs per send work request, while the driver builds its Sends
  * as usual, so the device itself refuses a Send with more (rxe: EINVAL,

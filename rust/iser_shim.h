@@ -23,6 +23,8 @@ extern unsigned int iser_rs_inject_send_pdu_delay_ms;
 extern unsigned int iser_rs_inject_send_pdu_busy_ms;
 extern unsigned int iser_rs_inject_setup_delay_ms;
 extern unsigned int iser_rs_inject_disconnect_delay_ms;
+extern unsigned int iser_rs_inject_xmit_stall_ms;
+extern unsigned int iser_rs_inject_xmit_posting_stall_ms;
 extern unsigned int iser_rs_inject_logout_rsp_delay_ms;
 extern unsigned int iser_rs_inject_qp_send_sge;
 

@@ -136,7 +136,8 @@ fn scsi_response(
     // The resources for both settles and the repost (step 24), read in
     // this softirq (no RCU call of its own).
     let bh = wc.bh();
-    if let Some(res) = conn.resources_in(bh) {
+    let res = conn.resources_in(bh);
+    if let Some(res) = res {
         let raw_itt = u32::from_ne_bytes(itt.0);
         match inv {
             // A read's SendInvSE naming its one STag, armed on its MR:
@@ -157,7 +158,7 @@ fn scsi_response(
             },
         }
     }
-    match on_scsi_response(conn, iscsi, itt, inv, desc.index, wc.byte_len()) {
+    match on_scsi_response(conn, res, iscsi, itt, inv, desc.index, wc.byte_len()) {
         Ok(RspAction::CompleteNow) => conn.deliver(bh, iscsi, desc, hdr, data),
         Ok(RspAction::Deferred) => {
             // Completed (and the buffer reposted) when the local

@@ -48,6 +48,7 @@ pub(crate) struct Resources {
     pub(crate) dev: Device,
     pub(crate) mrs: MrPool,
     pub(crate) meets: SendMeets,
+    pub(crate) xmit_marks: XmitMarks,
     pub(crate) tx: TxPool,
     pub(crate) invs: InvPool,
     /// Completion handle of the invalidations a TMF Response waits for.
@@ -244,6 +245,165 @@ impl SendMeets {
             // `cleanup` took the word back: the command is released.
             Err(_) => SendMet::Marked,
         }
+    }
+}
+
+/// Whether each task's command is on the wire: one word per libiscsi task,
+/// named by the task's index, holding the command's raw ITT (high half)
+/// and its transmission state (low half: [`IN_XMIT`], [`ON_WIRE`]; the
+/// whole word 0 when neither).
+///
+/// libiscsi hands a command to the transport with its ITT already
+/// findable (`iscsi_itt_to_ctask` looks only at the task's `sc` and the
+/// session's age): a SCSI Response naming it, received on another CPU
+/// before `xmit` posted it, would complete it (and release its pages) while
+/// `xmit` is still registering them, and a completion step would touch the
+/// transport data `xmit` is writing. So the receive path acts on a
+/// command only once its word says it is on the wire (`ON_WIRE`, set by
+/// `xmit` when its last post for the command returned), waits while `xmit`
+/// is on it (`IN_XMIT`: that call runs with bottom halves off on another
+/// CPU, never sleeps and never waits for this CPU), and refuses a response
+/// for a command in neither state: the target answered what it was never
+/// sent.
+///
+/// Stable under the session's back_lock once `ON_WIRE`: only `cleanup`
+/// (under that lock) clears it, and the task cannot be handed out again
+/// before.
+pub(crate) struct XmitMarks {
+    words: KVec<AtomicU64>,
+}
+
+/// Low half of an `XmitMarks` word: `xmit` is preparing or posting the
+/// command.
+const IN_XMIT: u64 = 1;
+/// Low half of an `XmitMarks` word: the command is posted.
+const ON_WIRE: u64 = 2;
+
+/// What the receive path found in a command's `XmitMarks` word.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnWire {
+    /// Posted: the response may act on the command.
+    Yes,
+    /// Posted after the receive path waited for `xmit` to finish.
+    AfterWait,
+    /// Not being sent and never sent (or released): a response naming it
+    /// answers nothing on the wire.
+    No,
+}
+
+/// How long the receive path waits for `xmit` to finish a command (ms):
+/// `xmit` takes microseconds; this bounds a wait on a transmit call that
+/// fault injection stalls (`inject_xmit_posting_stall_ms`, case 071) and
+/// stays far below the soft-lockup watchdog (20 s).
+const XMIT_WAIT_MS: u64 = 5000;
+
+impl XmitMarks {
+    fn new(n: u32) -> Result<Self> {
+        let mut words = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+        for _ in 0..n {
+            words.push(AtomicU64::new(0), GFP_KERNEL)?;
+        }
+        Ok(XmitMarks { words })
+    }
+
+    fn word(&self, itt_or_index: u32) -> Option<&AtomicU64> {
+        self.words
+            .get(crate::sys::iscsi::itt_index(itt_or_index) as usize)
+    }
+
+    /// `xmit` takes the command with raw ITT `itt` (frwd_lock held, BH
+    /// off): from now until the guard is sent or dropped, the receive path
+    /// waits for it.
+    pub(crate) fn begin(&self, itt: u32) -> XmitMark<'_> {
+        let word = self.word(itt);
+        if let Some(w) = word {
+            w.store(u64::from(itt) << 32 | IN_XMIT, Ordering::Release);
+        }
+        XmitMark { word, itt }
+    }
+
+    /// Whether the command with raw ITT `itt` is on the wire, waiting
+    /// (spinning, softirq) while `xmit` is on it. Called before the
+    /// back_lock is taken; the caller checks [`XmitMarks::is_on_wire`]
+    /// again under it.
+    pub(crate) fn wait_on_wire(&self, itt: u32) -> OnWire {
+        let Some(w) = self.word(itt) else {
+            return OnWire::No;
+        };
+        let in_xmit = u64::from(itt) << 32 | IN_XMIT;
+        let on_wire = u64::from(itt) << 32 | ON_WIRE;
+        let mut cur = w.load(Ordering::Acquire);
+        if cur == on_wire {
+            return OnWire::Yes;
+        }
+        let since = crate::sys::params::now_ms();
+        while cur == in_xmit {
+            if crate::sys::params::now_ms().saturating_sub(since) > XMIT_WAIT_MS {
+                return OnWire::No;
+            }
+            core::hint::spin_loop();
+            cur = w.load(Ordering::Acquire);
+        }
+        if cur == on_wire {
+            OnWire::AfterWait
+        } else {
+            OnWire::No
+        }
+    }
+
+    /// Whether the command with raw ITT `itt` is on the wire (back_lock
+    /// held: stays so until the lock is released).
+    #[inline]
+    pub(crate) fn is_on_wire(&self, itt: u32) -> bool {
+        self.word(itt)
+            .is_some_and(|w| w.load(Ordering::Acquire) == u64::from(itt) << 32 | ON_WIRE)
+    }
+
+    /// `cleanup` released the task with index `index` (back_lock held).
+    pub(crate) fn released(&self, index: u32) {
+        if let Some(w) = self.word(index) {
+            w.store(0, Ordering::Release);
+        }
+    }
+}
+
+/// `xmit`'s hold on a command's `XmitMarks` word: [`XmitMark::on_wire`]
+/// once every post for the command returned; dropped without it (nothing
+/// or not all was sent, the connection failed), the word is cleared and a
+/// response naming the command is refused.
+pub(crate) struct XmitMark<'a> {
+    word: Option<&'a AtomicU64>,
+    itt: u32,
+}
+
+impl XmitMark<'_> {
+    /// The command is posted: the receive path may act on it.
+    pub(crate) fn on_wire(self) {
+        self.leave(ON_WIRE);
+        core::mem::forget(self);
+    }
+
+    /// Moves the word from `IN_XMIT` to `next` (with the ITT, or 0), unless
+    /// `cleanup` cleared it meanwhile: a response that needed no wait (a
+    /// read's SendInvSE settled on its MR, a write met at its data Send)
+    /// can complete the command once it is posted, before this call
+    /// returns, and a word set after that would outlive the command.
+    fn leave(&self, next: u64) {
+        if let Some(w) = self.word {
+            let cur = u64::from(self.itt) << 32 | IN_XMIT;
+            let next = if next == 0 {
+                0
+            } else {
+                u64::from(self.itt) << 32 | next
+            };
+            let _ = w.compare_exchange(cur, next, Ordering::AcqRel, Ordering::Acquire);
+        }
+    }
+}
+
+impl Drop for XmitMark<'_> {
+    fn drop(&mut self) {
+        self.leave(0);
     }
 }
 
@@ -1033,6 +1193,7 @@ impl Resources {
         let cq = Cq::from_pool(dev, CQ_ENTRIES, -1)?;
         let mrs = MrPool::new(&pd, MRS, max_pages())?;
         let meets = SendMeets::new(TASK_SLOTS)?;
+        let xmit_marks = XmitMarks::new(TASK_SLOTS)?;
         let tx = TxPool::new(dev, ctx, sq_depth)?;
         let invs = InvPool::new(ctx)?;
         let tmf_inv = KBox::new(WithCqe::new(ctx, TmfInvDesc::new()), GFP_KERNEL)?;
@@ -1091,6 +1252,7 @@ impl Resources {
                 dev,
                 mrs,
                 meets,
+                xmit_marks,
                 tx,
                 invs,
                 tmf_inv,

@@ -24,7 +24,7 @@
 //! under the back_lock (`Then`).
 
 use super::conn::IserConn;
-use super::resources::{InvDesc, RemoteSettle, Resources, SendMet, TmfInvDesc, NO_HELD};
+use super::resources::{InvDesc, OnWire, RemoteSettle, Resources, SendMet, TmfInvDesc, NO_HELD};
 use crate::proto;
 use crate::proto::task::{MeetTaken, TaskStags};
 use crate::sys::iscsi::{Conn, Task, BHS_LEN};
@@ -309,6 +309,7 @@ enum Then {
 #[inline(always)]
 pub(crate) fn on_scsi_response(
     conn: &IserConn,
+    res: Option<&Resources>,
     iscsi: Conn,
     itt: proto::bhs::Itt,
     inv: Option<u32>,
@@ -316,10 +317,24 @@ pub(crate) fn on_scsi_response(
     len: u32,
 ) -> core::result::Result<RspAction, proto::ProtoError> {
     let itt = u32::from_ne_bytes(itt.0);
+    // A response that came while `xmit` is still sending its command
+    // waits for the post (`XmitMarks`), outside the back_lock.
+    if res.map(|r| r.xmit_marks.wait_on_wire(itt)) == Some(OnWire::AfterWait) {
+        iser_info!(
+            "a SCSI Response for ITT {:#x} came while its command was being sent: handled once the command was posted\n",
+            itt
+        );
+    }
     let r = iscsi.with_ctask::<IserTask, _>(itt, |task| {
         let Some(mut task) = task else {
             return Ok(RspOutcome::NoTask);
         };
+        // libiscsi finds the command from the moment it allocated it;
+        // until `xmit` posted it (or once `cleanup` released it) the task
+        // and its transport data are not this response's to act on.
+        if !res.is_some_and(|r| r.xmit_marks.is_on_wire(itt)) {
+            return Ok(RspOutcome::NotOnWire);
+        }
         let Some(t) = task.data() else {
             return Ok(RspOutcome::NoTask);
         };
@@ -406,6 +421,17 @@ pub(crate) fn on_scsi_response(
     })?;
     match r {
         RspOutcome::Action(a) => Ok(a),
+        RspOutcome::NotOnWire => {
+            // The target answered a command it was never sent (or one
+            // already released): nothing of the command is touched, and
+            // the connection fails (libiscsi fails the command once the
+            // QP is drained, and the midlayer retries it).
+            pr_warn!(
+                "a SCSI Response for ITT {:#x}, whose command is not on the wire (not sent yet, or released): failing the connection\n",
+                itt
+            );
+            Err(proto::ProtoError::TaskState)
+        }
         RspOutcome::PostFailed => {
             // Never completable now: the connection fails and libiscsi
             // cleans up.
@@ -425,6 +451,8 @@ pub(crate) fn on_scsi_response(
 /// What `on_scsi_response` found under the back_lock.
 enum RspOutcome {
     NoTask,
+    /// libiscsi knows the command; it is not (or no longer) on the wire.
+    NotOnWire,
     Action(RspAction),
     PostFailed,
 }
@@ -468,10 +496,21 @@ fn on_command(
     let Some(iscsi) = conn.iscsi.get() else {
         return;
     };
+    // A Send completion may come before the `xmit` that posted it marked
+    // its command on the wire: it waits for that, outside the back_lock.
+    let res = conn.resources_in(bh);
+    if let Some(r) = res {
+        r.xmit_marks.wait_on_wire(itt);
+    }
     let step = iscsi.with_ctask::<IserTask, _>(itt, |task| {
         let Some(mut task) = task else {
             return Then::Nothing;
         };
+        // Not on the wire: the task holds another command now (one that
+        // `xmit` is preparing, whose transport data is its own), or none.
+        if !res.is_some_and(|r| r.xmit_marks.is_on_wire(itt)) {
+            return Then::Nothing;
+        }
         match task.data() {
             Some(td) if td.cookie == cookie => f(td),
             _ => Then::Nothing,
@@ -569,6 +608,12 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
     // `IserTask::reuse` (`TransportOps::cleanup_task`). The mapping is
     // taken out to be dropped last, after the MRs are released: nothing
     // is left to drop in the data.
+    if let (Some(c), Some(i)) = (conn, index) {
+        if let Some(res) = c.resources_in(bh) {
+            // No response acts on the task from here on (`XmitMarks`).
+            res.xmit_marks.released(i);
+        }
+    }
     let local_only = td.local_only;
     let mrs = td.mrs;
     let mut held = td.deferred;

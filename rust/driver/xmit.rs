@@ -136,6 +136,12 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     if task.kind() == TaskKind::Mgmt {
         return xmit_mgmt(conn, &res, task);
     }
+    let stall = crate::sys::params::param_inject_xmit_stall_ms();
+    if stall > 0 {
+        // Fault injection (case 071): libiscsi has made the command
+        // findable by its ITT, and it is not marked yet.
+        crate::sys::params::mdelay(stall);
+    }
     let cmd_sent = task.data().ok_or(EINVAL)?.cmd_sent;
     let scsi_data = task.scsi_data();
     // Only a write has unsolicited Data-Out (`Task::unsol_pdus_left`
@@ -172,9 +178,19 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
         }
         Some(rsv)
     };
-    // Once the command is posted its response may be handled on another
-    // CPU at any moment: the transport data is not touched after the post
-    // (`send_command` hands back what the Data-Outs need).
+    // From here until every post for the command returned, a response
+    // naming it waits (`XmitMarks`): the transport data is this call's.
+    let mark = if cmd_sent {
+        None
+    } else {
+        let itt = cmd_itt(&task.data().ok_or(EINVAL)?.bhs);
+        Some(res.xmit_marks.begin(itt))
+    };
+    let stall = crate::sys::params::param_inject_xmit_posting_stall_ms();
+    if stall > 0 {
+        // Fault injection (case 071): marked, not posted.
+        crate::sys::params::mdelay(stall);
+    }
     let local = if cmd_sent {
         task.data().and_then(|d| d.local_data)
     } else {
@@ -186,11 +202,15 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
         send_command(conn, &res, &mut task, slot, scsi_data, unsol_pdus > 0)?
     };
     if unsol_pdus == 0 {
+        if let Some(mark) = mark {
+            mark.on_wire();
+        }
         return Ok(());
     }
     // Unsolicited Data-Out (iSER §7.3.1, InitialR2T=No): each by a Send
-    // whose payload comes straight from the command's buffer. The target
-    // answers only after the last of them, so the task stays ours here.
+    // whose payload comes straight from the command's buffer. The command
+    // is not marked on the wire until the last of them is posted: a
+    // response that came early waits, and the task stays ours here.
     //
     // The command PDU is on the wire: from here on a failure fails the
     // connection (libiscsi then fails the command and the midlayer retries
@@ -249,6 +269,9 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
         task.unsol_data_out_posted();
         conn.counters.tx_bytes(u64::from(len));
         conn.counters.data_out();
+    }
+    if let Some(mark) = mark {
+        mark.on_wire();
     }
     Ok(())
 }

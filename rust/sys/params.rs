@@ -95,6 +95,23 @@ pub(crate) fn param_inject_disconnect_delay_ms() -> u32 {
     unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_inject_disconnect_delay_ms)) }
 }
 
+/// The `inject_xmit_stall_ms` fault-injection parameter (0644; 0: off).
+pub(crate) fn param_inject_xmit_stall_ms() -> u32 {
+    // SAFETY: an aligned u32 module parameter; a concurrent sysfs write
+    // stores a whole word.
+    unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_inject_xmit_stall_ms)) }
+}
+
+/// The `inject_xmit_posting_stall_ms` fault-injection parameter (0644;
+/// 0: off).
+pub(crate) fn param_inject_xmit_posting_stall_ms() -> u32 {
+    // SAFETY: an aligned u32 module parameter; a concurrent sysfs write
+    // stores a whole word.
+    unsafe {
+        core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_inject_xmit_posting_stall_ms))
+    }
+}
+
 /// Milliseconds since boot (`ktime_get_boottime`), any context.
 pub(crate) fn now_ms() -> u64 {
     // SAFETY: reads the clock; no argument, no state.

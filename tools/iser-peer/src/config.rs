@@ -29,6 +29,11 @@ pub enum Mode {
     LoginDigest,
     LoginNoRdma,
     LogoutRefused,
+    /// After answering a command, a SCSI Response (GOOD, no data) for the
+    /// next task of the initiator's session (the ITT's task index plus
+    /// one, same age), `--probe-delay-ms` later: an answer to a command
+    /// the initiator has allocated but maybe not yet sent.
+    EarlyRsp,
 }
 
 pub const MODES: &[(&str, Mode)] = &[
@@ -53,6 +58,7 @@ pub const MODES: &[(&str, Mode)] = &[
     ("login-digest", Mode::LoginDigest),
     ("login-nordma", Mode::LoginNoRdma),
     ("logout-refused", Mode::LogoutRefused),
+    ("early-rsp", Mode::EarlyRsp),
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,7 +167,7 @@ pub const USAGE: &str = "usage: iser-peer [options] ADDRESS [PORT]
                          polite inv-wrong inv-other inv-none bad-version rsvd-bits
                          wsv-zero big-data unknown-itt datain-ctrl r2t-ctrl
                          status-first dup-status rnr disconnect stall dup-tmf hello
-                         login-digest login-nordma logout-refused
+                         login-digest login-nordma logout-refused early-rsp
   --at N                 the mode fires on the N-th READ/WRITE (default 40)
   --every N              ... and again every N READ/WRITEs after that
                          (SIGUSR1 arms it at once, whatever --at says)

@@ -113,6 +113,8 @@ pub struct Counters {
     pub disconnects_by_initiator: u64,
     pub hellos: u64,
     pub hello_replies: u64,
+    /// SCSI Responses sent for a command not received (mode EarlyRsp).
+    pub early_rsps: u64,
 }
 
 impl Counters {
@@ -200,6 +202,22 @@ enum Timer {
         write: Option<StagVa>,
         plan: ProbePlan,
     },
+    /// Mode `early-rsp`: a SCSI Response (GOOD) for this ITT (as read
+    /// big-endian off the wire), whose command we have not received.
+    EarlyRsp { itt: u32 },
+}
+
+/// The ITT of the task libiscsi hands out after the one with `itt` (as
+/// read big-endian off the wire) when one command is out at a time: its
+/// session's task pool is a FIFO filled in index order, and libiscsi
+/// writes the ITT (task index, session age from bit 28) in the host's
+/// byte order, little-endian on the guests we test.
+fn next_task_itt(itt: u32) -> u32 {
+    const AGE_SHIFT: u32 = 28;
+    let raw = u32::from_le_bytes(itt.to_be_bytes());
+    let age = raw & !((1 << AGE_SHIFT) - 1);
+    let index = (raw & ((1 << AGE_SHIFT) - 1)).wrapping_add(1);
+    u32::from_be_bytes((age | index).to_le_bytes())
 }
 
 /// Shared peer state (all connections).
@@ -303,7 +321,11 @@ impl Peer {
         let mut n = 0;
         let now = Instant::now();
         for c in self.conns.values_mut() {
-            for (due, Timer::Probe { .. }) in c.timers.iter_mut() {
+            for (due, _) in c
+                .timers
+                .iter_mut()
+                .filter(|(_, t)| matches!(t, Timer::Probe { .. }))
+            {
                 if *due > now {
                     *due = now;
                     log(&format!(
@@ -738,6 +760,17 @@ impl Peer {
 
     fn timer(&mut self, c: &mut Conn, t: Timer) -> Result<(), String> {
         match t {
+            Timer::EarlyRsp { itt } => {
+                log(&format!(
+                    "{}: mode EarlyRsp: status GOOD for ITT {itt:#x}, a command not received",
+                    c.name
+                ));
+                self.c.early_rsps += 1;
+                let mut r = c.bhs(0x21, 0x80);
+                r[16..20].copy_from_slice(&itt.to_be_bytes());
+                c.status_fields(&mut r, true);
+                self.send(c, &r, &[], None, ISER_VER)
+            }
             Timer::Probe { read, write, plan } => {
                 let sv = if plan.on == Dir::Read { read } else { write };
                 let Some(sv) = sv else { return Ok(()) };
@@ -1637,6 +1670,14 @@ impl Peer {
                 .map_err(|e| format!("post late write: {e}"))?;
             }
         }
+        if t.hostile == Some(Mode::EarlyRsp) {
+            c.timers.push((
+                Instant::now() + Duration::from_millis(self.cfg.probe_delay_ms),
+                Timer::EarlyRsp {
+                    itt: next_task_itt(itt),
+                },
+            ));
+        }
         if let Some(plan) = t.probe {
             // Give the initiator time to complete the command, then use
             // its STags once more.
@@ -1763,6 +1804,14 @@ impl Conn {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn next_task_itt_keeps_the_age() {
+        // Task 5 of age 3 (raw 0x3000_0005) as read big-endian off the
+        // wire of a little-endian host: 0x0500_0030.
+        assert_eq!(next_task_itt(0x0500_0030), 0x0600_0030);
+        assert_eq!(next_task_itt(0xff00_0000), 0x0001_0000);
+    }
 
     #[test]
     fn counters_render() {

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# A SCSI Response for a command the initiator has not sent yet. libiscsi
+# makes a command findable by its ITT when it allocates it, before the
+# transport's xmit posts it: a response naming it then completed it (its
+# pages back to the block layer) while xmit was still registering those
+# pages and advertising them (found by reading; before the fix the first
+# round read wrong data or crashed the guest). The peer (mode early-rsp)
+# answers one READ and, --probe-delay-ms (300) later, sends a SCSI Response
+# (GOOD, no data) for the session's next task, which a dd at queue depth 1
+# (NOP-Outs off, so nothing else takes a task) has just handed to xmit,
+# where fault injection holds it 1.5 s. Two rounds:
+#  - stall: held before xmit marks the command in transmission. The
+#    response names a command not on the wire: iser_rs refuses it without
+#    touching the command ("whose command is not on the wire"), the
+#    connection fails and comes back, the READ is retried there, and dd
+#    reads back exactly what was written.
+#  - posting: held after the mark, before the post. The response waits
+#    for the post (logged at debug_level 2: "came while its command was
+#    being sent") and is then handled as any response: the READ's STag is
+#    invalidated locally before the command completes (the target lied:
+#    GOOD without data; the block's content is not checked).
+# Both rounds: no kernel report, no command released with a valid STag
+# (released_valid_stags 0), the session LOGGED_IN again, and a fio verify
+# after it clean.
+. "$(dirname "$0")/../lib.sh"
+setup_rdma rxe
+REPLACEMENT_TIMEOUT=30 start_iscsid
+load_initiator iser_rs
+P=/sys/module/iser_rs/parameters
+portal=$PEER_ADDR:$PEER_PORT
+dd if=/dev/urandom of=/tmp/early.pat bs=4k count=4 status=none
+kmsg=/tmp/early-kmsg.log
+for round in stall posting; do
+    start_peer --mode early-rsp --at 1000000000 --on read --probe-delay-ms 300
+    iscsiadm -m discovery -t st -p "$portal" -I iser >/dev/null || die "$round: discovery"
+    iscsiadm -m node -T $PEER_IQN -p "$portal" -I iser -o update \
+        -n 'node.conn[0].timeo.noop_out_interval' -v 0 >/dev/null || die "$round: node update"
+    iscsiadm -m node -T $PEER_IQN -p "$portal" -I iser --login >/dev/null || die "$round: login"
+    disk=$(wait_disks | head -1); [ -n "$disk" ] || die "$round: no disk"
+    dd if=/tmp/early.pat of="$disk" bs=4k count=4 seek=64 oflag=direct conv=notrunc status=none ||
+        die "$round: pattern write"
+    udevadm settle 2>/dev/null; sleep 1
+    c0=$(iser_connects)
+    dmesg -W > "$kmsg" 2>&1 &
+    kmsg_pid=$!
+    [ $round = posting ] && echo 2 > $P/debug_level
+    param=inject_xmit_stall_ms
+    [ $round = posting ] && param=inject_xmit_posting_stall_ms
+    echo 1500 > $P/$param || die "$round: no parameter $param"
+    kill -USR1 "$PEER_PID"; sleep 0.3
+    timeout 120 dd if="$disk" of=/tmp/early.got bs=4k count=4 skip=64 iflag=direct status=none
+    rc=$?
+    echo 0 > $P/inject_xmit_stall_ms; echo 0 > $P/inject_xmit_posting_stall_ms
+    echo 0 > $P/debug_level
+    wait_logged_in 60 || die "$round: session not LOGGED_IN again"
+    peer_fio_verify "$disk" --rw=randwrite --bs=8k --iodepth=8 --size=2M ||
+        die "$round: fio verify after the early response: $(grep -m1 -E 'err=|bad |mismatch' /tmp/peer-fio.log)"
+    sleep 0.5; kill "$kmsg_pid" 2>/dev/null; wait "$kmsg_pid" 2>/dev/null
+    rvs=$(session_stat released_valid_stags)
+    rec=$(( $(iser_connects) - c0 ))
+    early=$(peer_stat early_rsps)
+    log "$round: dd rc $rc, early responses sent $early, reconnects $rec, released_valid_stags $rvs, peer completion errors $(peer_stat completion_errors), dmesg: $(grep -aE 'not on the wire|being sent|connection failed' "$kmsg" | head -3 | sed 's/^\[[ 0-9.]*\] //' | tr '\n' '|' | cut -c1-400)"
+    logout_all
+    wait_live_zero || die "$round: live objects after logout: $(live_counts)"
+    stop_peer quiet
+    [ "$early" -ge 1 ] || die "$round: the peer sent no early response"
+    [ "$rvs" = 0 ] || die "$round: $rvs commands released with a valid STag"
+    case $round in
+    stall)
+        [ "$rc" = 0 ] || die "stall: dd failed ($rc)"
+        grep -aq 'iser_rs: .*whose command is not on the wire' "$kmsg" ||
+            die "stall: the early response was not refused"
+        [ "$rec" -ge 1 ] || die "stall: no reconnect after the refused response"
+        cmp -s /tmp/early.pat /tmp/early.got || die "stall: dd read back other data than was written"
+        ;;
+    posting)
+        grep -aq 'iser_rs: .*came while its command was being sent' "$kmsg" ||
+            die "posting: the early response did not wait for its command's post"
+        ;;
+    esac
+done
+rmmod iser_rs || die "rmmod iser_rs"
