@@ -169,18 +169,29 @@ pub(crate) enum SendMet {
     DeliverHeld(u16, u32),
 }
 
+/// `n` zeroed words, one per libiscsi task (`SendMeets`, `XmitMarks`).
+fn task_words(n: u32) -> Result<KVec<AtomicU64>> {
+    let mut words = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+    for _ in 0..n {
+        words.push(AtomicU64::new(0), GFP_KERNEL)?;
+    }
+    Ok(words)
+}
+
+/// The word of the task with raw ITT (or index) `itt_or_index`.
+fn task_word(words: &[AtomicU64], itt_or_index: u32) -> Option<&AtomicU64> {
+    words.get(crate::sys::iscsi::itt_index(itt_or_index) as usize)
+}
+
 impl SendMeets {
     fn new(n: u32) -> Result<Self> {
-        let mut words = KVec::with_capacity(n as usize, GFP_KERNEL)?;
-        for _ in 0..n {
-            words.push(AtomicU64::new(0), GFP_KERNEL)?;
-        }
-        Ok(SendMeets { words })
+        Ok(SendMeets {
+            words: task_words(n)?,
+        })
     }
 
     fn word(&self, itt_or_index: u32) -> Option<&AtomicU64> {
-        self.words
-            .get(crate::sys::iscsi::itt_index(itt_or_index) as usize)
+        task_word(&self.words, itt_or_index)
     }
 
     /// The command with raw ITT `itt` is about to be posted with nothing
@@ -299,16 +310,13 @@ const XMIT_WAIT_MS: u64 = 5000;
 
 impl XmitMarks {
     fn new(n: u32) -> Result<Self> {
-        let mut words = KVec::with_capacity(n as usize, GFP_KERNEL)?;
-        for _ in 0..n {
-            words.push(AtomicU64::new(0), GFP_KERNEL)?;
-        }
-        Ok(XmitMarks { words })
+        Ok(XmitMarks {
+            words: task_words(n)?,
+        })
     }
 
     fn word(&self, itt_or_index: u32) -> Option<&AtomicU64> {
-        self.words
-            .get(crate::sys::iscsi::itt_index(itt_or_index) as usize)
+        task_word(&self.words, itt_or_index)
     }
 
     /// `xmit` takes the command with raw ITT `itt` (frwd_lock held, BH

@@ -143,10 +143,11 @@ impl CqeHandler for InvDesc {
         let itt = this.itt.load(Ordering::Acquire);
         let cookie = this.cookie.load(Ordering::Acquire);
         let bh = wc.bh();
-        if let Some(res) = conn.resources_in(bh) {
+        let res = conn.resources_in(bh);
+        if let Some(res) = res {
             res.invs.free.release(this.index);
         }
-        inv_done(bh, itt, cookie, conn);
+        inv_done(bh, res, itt, cookie, conn);
     }
 }
 
@@ -489,6 +490,7 @@ fn then(bh: BhOff<'_>, conn: &IserConn, step: Then) {
 fn on_command(
     bh: BhOff<'_>,
     conn: &IserConn,
+    res: Option<&Resources>,
     itt: u32,
     cookie: u64,
     f: impl FnOnce(&mut IserTask) -> Then,
@@ -498,7 +500,6 @@ fn on_command(
     };
     // A Send completion may come before the `xmit` that posted it marked
     // its command on the wire: it waits for that, outside the back_lock.
-    let res = conn.resources_in(bh);
     if let Some(r) = res {
         r.xmit_marks.wait_on_wire(itt);
     }
@@ -521,8 +522,8 @@ fn on_command(
 
 /// Local invalidation completed (softirq): complete the held response if
 /// nothing else holds it.
-fn inv_done(bh: BhOff<'_>, itt: u32, cookie: u64, conn: &IserConn) {
-    on_command(bh, conn, itt, cookie, |td| {
+fn inv_done(bh: BhOff<'_>, res: Option<&Resources>, itt: u32, cookie: u64, conn: &IserConn) {
+    on_command(bh, conn, res, itt, cookie, |td| {
         let mut ok = true;
         if let Some(st) = td.stags.as_mut() {
             for s in td.inv_posted.as_slice() {
@@ -556,7 +557,7 @@ pub(crate) fn data_sent(
             SendMet::DeliverHeld(rx, len) => return conn.deliver_held_response(bh, res, rx, len),
         }
     }
-    on_command(bh, conn, itt, cookie, |td| {
+    on_command(bh, conn, res, itt, cookie, |td| {
         td.send_pending = false;
         completable(td)
     });
@@ -608,11 +609,11 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
     // `IserTask::reuse` (`TransportOps::cleanup_task`). The mapping is
     // taken out to be dropped last, after the MRs are released: nothing
     // is left to drop in the data.
-    if let (Some(c), Some(i)) = (conn, index) {
-        if let Some(res) = c.resources_in(bh) {
-            // No response acts on the task from here on (`XmitMarks`).
-            res.xmit_marks.released(i);
-        }
+    // That connection's pools, read once for every step below.
+    let res = conn.and_then(|c| c.resources_in(bh));
+    if let (Some(res), Some(i)) = (res, index) {
+        // No response acts on the task from here on (`XmitMarks`).
+        res.xmit_marks.released(i);
     }
     let local_only = td.local_only;
     let mrs = td.mrs;
@@ -624,7 +625,7 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
         // response reached libiscsi from the meeting (the word is done) or
         // from the task's rules (which took the word back), and a done
         // word settles nothing until the task's next command arms it.
-        if let (Some(res), Some(i)) = (c.resources_in(bh), index) {
+        if let (Some(res), Some(i)) = (res, index) {
             if let MeetTaken::Held(rx, len) = res.meets.take(i) {
                 // (A response the task's rules hold too is a second one,
                 // on a connection that is failing: both buffers go back.)
@@ -644,7 +645,7 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
         // Only a command that holds an MR can hold a live STag: the rules
         // are asked here, not for the unregistered write.
         let live = td.stags.as_ref().is_some_and(|s| !s.no_live_stags());
-        if let Some(res) = c.resources_in(bh) {
+        if let Some(res) = res {
             let release = |i: u16| {
                 let Some(slot_mr) = res.mrs.slot(i) else {
                     return;
