@@ -146,6 +146,25 @@ setup_target() {
     echo 1 > "$t/enable"
 }
 
+# fill_luns [nluns]: writes every byte of the null_blk LUNs once, so that
+# no measured run pays null_blk's first write to a page (a page allocation
+# and a radix-tree insert per 4k, about 800 guest instructions per 4k
+# write) and no read finds a page missing (a zero fill instead of a copy).
+# Without it the measurements depend on which initiator ran first: in one
+# insn-count boot of 2026-12-03 the first initiator's 4k writes cost ~1,200
+# more kernel instructions each than the second's, most of it in the page
+# allocator and null_blk. The benchmarks call it after setup_target.
+fill_luns() {
+    local nluns=${1:-1} i dev
+    for ((i = 0; i < nluns; i++)); do
+        dev=
+        for dev in /dev/iser$i /dev/nullb$(cat "$CFG/nullb/iser$i/index"); do [ -b "$dev" ] && break; done
+        [ -b "$dev" ] || die "fill_luns: no null_blk device for LUN $i"
+        dd if=/dev/zero of="$dev" bs=1M count=$(($(blockdev --getsize64 "$dev") >> 20)) \
+            oflag=direct status=none || die "fill_luns: writing $dev failed"
+    done
+}
+
 # target_chap USER SECRET: require one-way CHAP on the target portal group.
 target_chap() {
     local t=$CFG/target/iscsi/$TGT_IQN/tpgt_1
