@@ -148,12 +148,14 @@ setup_target() {
 
 # fill_luns [nluns]: writes every byte of the null_blk LUNs once, so that
 # no measured run pays null_blk's first write to a page (a page allocation
-# and a radix-tree insert per 4k, about 800 guest instructions per 4k
-# write) and no read finds a page missing (a zero fill instead of a copy).
-# Without it the measurements depend on which initiator ran first: in one
-# insn-count boot of 2026-12-03 the first initiator's 4k writes cost ~1,200
-# more kernel instructions each than the second's, most of it in the page
-# allocator and null_blk. The benchmarks call it after setup_target.
+# and a radix-tree insert) and no read finds a page missing (a zero fill
+# instead of a copy). Without it a measurement depends on which initiator
+# ran first: in one tools/insn-count boot of 2026-12-03 the first
+# initiator's 4k writes at QD32 ran 741 more instructions each than the
+# second's in the page allocator, the radix tree and null_blk, and the
+# second's 4k reads 1,409 more (copying pages the first one's writes had
+# allocated); with the fill, in the next boot, 109 and -381. The
+# benchmarks call it after setup_target.
 fill_luns() {
     local nluns=${1:-1} i dev
     for ((i = 0; i < nluns; i++)); do
