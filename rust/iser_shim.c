@@ -147,6 +147,15 @@ MODULE_PARM_DESC(inject_xmit_stall_ms, "Test only: busy-wait this many ms in eac
 unsigned int iser_rs_inject_xmit_posting_stall_ms;
 module_param_named(inject_xmit_posting_stall_ms, iser_rs_inject_xmit_posting_stall_ms, uint, 0644);
 MODULE_PARM_DESC(inject_xmit_posting_stall_ms, "Test only: busy-wait this many ms in each SCSI command's xmit after it was marked in transmission, before its post (default: 0)");
+/*
+ * Test only (case 071, round bound): how long the receive path waits for
+ * a command's post before it treats the command as not on the wire, in
+ * ms, in place of the built-in 5000 (XMIT_WAIT_MS). 0 (the default): the
+ * built-in bound.
+ */
+unsigned int iser_rs_inject_xmit_wait_ms;
+module_param_named(inject_xmit_wait_ms, iser_rs_inject_xmit_wait_ms, uint, 0644);
+MODULE_PARM_DESC(inject_xmit_wait_ms, "Test only: how long a response waits for its command's post, in place of 5000 ms (default: 0, the built-in bound)");
 
 /*
  * Test only: a connection's QP is created asking the device for at most

@@ -25,6 +25,7 @@ extern unsigned int iser_rs_inject_setup_delay_ms;
 extern unsigned int iser_rs_inject_disconnect_delay_ms;
 extern unsigned int iser_rs_inject_xmit_stall_ms;
 extern unsigned int iser_rs_inject_xmit_posting_stall_ms;
+extern unsigned int iser_rs_inject_xmit_wait_ms;
 extern unsigned int iser_rs_inject_logout_rsp_delay_ms;
 extern unsigned int iser_rs_inject_qp_send_sge;
 

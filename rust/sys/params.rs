@@ -112,6 +112,13 @@ pub(crate) fn param_inject_xmit_posting_stall_ms() -> u32 {
     }
 }
 
+/// The `inject_xmit_wait_ms` test parameter (0644; 0: the built-in bound).
+pub(crate) fn param_inject_xmit_wait_ms() -> u32 {
+    // SAFETY: an aligned u32 module parameter; a concurrent sysfs write
+    // stores a whole word.
+    unsafe { core::ptr::read_volatile(core::ptr::addr_of!(b::iser_rs_inject_xmit_wait_ms)) }
+}
+
 /// Milliseconds since boot (`ktime_get_boottime`), any context.
 pub(crate) fn now_ms() -> u64 {
     // SAFETY: reads the clock; no argument, no state.

@@ -19,7 +19,15 @@
 #    being sent") and is then handled as any response: the READ's STag is
 #    invalidated locally before the command completes (the target lied:
 #    GOOD without data; the block's content is not checked).
-# Both rounds: no kernel report, no command released with a valid STag
+#  - bound: held after the mark as in posting, with the receive path's
+#    wait for a post lowered from 5 s (XMIT_WAIT_MS) to 300 ms by the
+#    test parameter inject_xmit_wait_ms. The response gives up waiting
+#    ("waited 300 ms for its command's post"), is refused as in stall,
+#    the connection fails and comes back, and dd reads back what was
+#    written. (A 6.5 s stall with the 5 s bound was tried first: the
+#    response was then not heard until the stall ended, so the round
+#    could not reach the bound.)
+# All rounds: no kernel report, no command released with a valid STag
 # (released_valid_stags 0), the session LOGGED_IN again, and a fio verify
 # after it clean.
 . "$(dirname "$0")/../lib.sh"
@@ -30,7 +38,7 @@ P=/sys/module/iser_rs/parameters
 portal=$PEER_ADDR:$PEER_PORT
 dd if=/dev/urandom of=/tmp/early.pat bs=4k count=4 status=none
 kmsg=/tmp/early-kmsg.log
-for round in stall posting; do
+for round in stall posting bound; do
     start_peer --mode early-rsp --at 1000000000 --on read --probe-delay-ms 300
     iscsiadm -m discovery -t st -p "$portal" -I iser >/dev/null || die "$round: discovery"
     iscsiadm -m node -T $PEER_IQN -p "$portal" -I iser -o update \
@@ -44,13 +52,14 @@ for round in stall posting; do
     dmesg -W > "$kmsg" 2>&1 &
     kmsg_pid=$!
     [ $round = posting ] && echo 2 > $P/debug_level
-    param=inject_xmit_stall_ms
-    [ $round = posting ] && param=inject_xmit_posting_stall_ms
-    echo 1500 > $P/$param || die "$round: no parameter $param"
+    param=inject_xmit_stall_ms stall_ms=1500
+    [ $round = stall ] || param=inject_xmit_posting_stall_ms
+    [ $round = bound ] && { echo 300 > $P/inject_xmit_wait_ms || die "bound: no parameter inject_xmit_wait_ms"; }
+    echo $stall_ms > $P/$param || die "$round: no parameter $param"
     kill -USR1 "$PEER_PID"; sleep 0.3
     timeout 120 dd if="$disk" of=/tmp/early.got bs=4k count=4 skip=64 iflag=direct status=none
     rc=$?
-    echo 0 > $P/inject_xmit_stall_ms; echo 0 > $P/inject_xmit_posting_stall_ms
+    echo 0 > $P/inject_xmit_stall_ms; echo 0 > $P/inject_xmit_posting_stall_ms; echo 0 > $P/inject_xmit_wait_ms
     echo 0 > $P/debug_level
     wait_logged_in 60 || die "$round: session not LOGGED_IN again"
     peer_fio_verify "$disk" --rw=randwrite --bs=8k --iodepth=8 --size=2M ||
@@ -59,7 +68,7 @@ for round in stall posting; do
     rvs=$(session_stat released_valid_stags)
     rec=$(( $(iser_connects) - c0 ))
     early=$(peer_stat early_rsps)
-    log "$round: dd rc $rc, early responses sent $early, reconnects $rec, released_valid_stags $rvs, peer completion errors $(peer_stat completion_errors), dmesg: $(grep -aE 'not on the wire|being sent|connection failed' "$kmsg" | head -3 | sed 's/^\[[ 0-9.]*\] //' | tr '\n' '|' | cut -c1-400)"
+    log "$round: dd rc $rc, early responses sent $early, reconnects $rec, released_valid_stags $rvs, peer completion errors $(peer_stat completion_errors), dmesg: $(grep -aE 'not on the wire|being sent|given up|connection failed' "$kmsg" | head -3 | sed 's/^\[[ 0-9.]*\] //' | tr '\n' '|' | cut -c1-400)"
     logout_all
     wait_live_zero || die "$round: live objects after logout: $(live_counts)"
     stop_peer quiet
@@ -76,6 +85,15 @@ for round in stall posting; do
     posting)
         grep -aq 'iser_rs: .*came while its command was being sent' "$kmsg" ||
             die "posting: the early response did not wait for its command's post"
+        ;;
+    bound)
+        [ "$rc" = 0 ] || die "bound: dd failed ($rc)"
+        grep -aq "iser_rs: .*waited 300 ms for its command's post: given up" "$kmsg" ||
+            die "bound: the wait for the post did not end at its bound"
+        grep -aq 'iser_rs: .*whose command is not on the wire' "$kmsg" ||
+            die "bound: the response was not refused after the wait"
+        [ "$rec" -ge 1 ] || die "bound: no reconnect after the refused response"
+        cmp -s /tmp/early.pat /tmp/early.got || die "bound: dd read back other data than was written"
         ;;
     esac
 done
