@@ -27,6 +27,10 @@
 #    written. (A 6.5 s stall with the 5 s bound was tried first: the
 #    response was then not heard until the stall ended, so the round
 #    could not reach the bound.)
+# EARLY_STALL_MS sets the stall (default 1500). On the debug kernel the
+# early response was not heard until the stall ended, with 1500 and with
+# 4000 (2026-12-03: the stall round then fails its first check, with no
+# kernel report): the case is not in the debug set.
 # All rounds: no kernel report, no command released with a valid STag
 # (released_valid_stags 0), the session LOGGED_IN again, and a fio verify
 # after it clean.
@@ -52,7 +56,7 @@ for round in stall posting bound; do
     dmesg -W > "$kmsg" 2>&1 &
     kmsg_pid=$!
     [ $round = posting ] && echo 2 > $P/debug_level
-    param=inject_xmit_stall_ms stall_ms=1500
+    param=inject_xmit_stall_ms stall_ms=${EARLY_STALL_MS:-1500}
     [ $round = stall ] || param=inject_xmit_posting_stall_ms
     [ $round = bound ] && { echo 300 > $P/inject_xmit_wait_ms || die "bound: no parameter inject_xmit_wait_ms"; }
     echo $stall_ms > $P/$param || die "$round: no parameter $param"
