@@ -98,6 +98,17 @@ setup_rdma() {
     rdma link show "$RDMA_DEV/1" | grep -q "state ACTIVE" || sleep 1
 }
 
+# nullb_dev I: prints the block device of null_blk LUN I (configfs item
+# iser$I: /dev/iser$I, or /dev/nullb<index> on older kernels); fails if it
+# is not there (yet).
+nullb_dev() {
+    local dev
+    for dev in /dev/iser$1 /dev/nullb$(cat "$CFG/nullb/iser$1/index"); do
+        [ -b "$dev" ] && { echo "$dev"; return 0; }
+    done
+    return 1
+}
+
 # --- LIO target --------------------------------------------------------------
 # setup_target [nluns] [size_mb]: null_blk (memory backed) LUNs exported by
 # LIO over iSCSI with iSER enabled on $TGT_IP4:$TGT_PORT (and TCP on the
@@ -121,7 +132,7 @@ setup_target() {
         # named after their configfs item (older kernels: nullb<index>).
         local dev= w
         for ((w = 0; w < 50; w++)); do
-            for dev in /dev/iser$i /dev/nullb$(cat "$nb/index"); do [ -b "$dev" ] && break 2; done
+            dev=$(nullb_dev "$i") && break
             sleep 0.1
         done
         [ -b "$dev" ] || die "null_blk device for $nb did not appear"
@@ -159,9 +170,7 @@ setup_target() {
 fill_luns() {
     local nluns=${1:-1} i dev
     for ((i = 0; i < nluns; i++)); do
-        dev=
-        for dev in /dev/iser$i /dev/nullb$(cat "$CFG/nullb/iser$i/index"); do [ -b "$dev" ] && break; done
-        [ -b "$dev" ] || die "fill_luns: no null_blk device for LUN $i"
+        dev=$(nullb_dev "$i") || die "fill_luns: no null_blk device for LUN $i"
         dd if=/dev/zero of="$dev" bs=1M count=$(($(blockdev --getsize64 "$dev") >> 20)) \
             oflag=direct status=none || die "fill_luns: writing $dev failed"
     done
