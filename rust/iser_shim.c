@@ -156,6 +156,17 @@ MODULE_PARM_DESC(inject_xmit_posting_stall_ms, "Test only: busy-wait this many m
 unsigned int iser_rs_inject_xmit_wait_ms;
 module_param_named(inject_xmit_wait_ms, iser_rs_inject_xmit_wait_ms, uint, 0644);
 MODULE_PARM_DESC(inject_xmit_wait_ms, "Test only: how long a response waits for its command's post, in place of 5000 ms (default: 0, the built-in bound)");
+/*
+ * Test only (case 071): how the last stall of a transmit call ended, for
+ * the case's log: its length in ms, and whether the receive path met the
+ * early response during it (the stall then ended at once).
+ */
+static unsigned int iser_rs_xmit_stall_last_ms;
+module_param_named(xmit_stall_last_ms, iser_rs_xmit_stall_last_ms, uint, 0444);
+MODULE_PARM_DESC(xmit_stall_last_ms, "Test only: how long the last injected xmit stall lasted, in ms");
+static bool iser_rs_xmit_stall_last_met;
+module_param_named(xmit_stall_last_met, iser_rs_xmit_stall_last_met, bool, 0444);
+MODULE_PARM_DESC(xmit_stall_last_met, "Test only: whether the last injected xmit stall ended because the receive path met the early response");
 
 /*
  * Test only: a connection's QP is created asking the device for at most
@@ -833,6 +844,58 @@ int iser_rs_device_max_qp_rd_atom(struct ib_device *dev)
 u64 iser_rs_now_ms(void)
 {
 	return ktime_to_ms(ktime_get_boottime());
+}
+
+/* Test only (case 071): early responses the receive path met; see below. */
+static atomic_t iser_rs_early_rsps_met = ATOMIC_INIT(0);
+
+/**
+ * iser_rs_inject_early_rsp_met() - the receive path met an early response
+ * @waiting: it found the command's transmit call on it and now waits
+ *
+ * Test only (case 071): ends an injected transmit stall
+ * (iser_rs_inject_xmit_stall()). A response refused as not on the wire
+ * ends it; one that starts waiting ends it too, unless the test lowered
+ * the wait's bound (round bound: the stall must outlast the wait and the
+ * refusal that follows it). Any context.
+ */
+void iser_rs_inject_early_rsp_met(bool waiting)
+{
+	if (waiting && READ_ONCE(iser_rs_inject_xmit_wait_ms))
+		return;
+	atomic_inc(&iser_rs_early_rsps_met);
+}
+
+/**
+ * iser_rs_inject_xmit_stall() - a transmit call's injected stall
+ * @ms: its bound, in milliseconds
+ *
+ * Test only (case 071): busy-waits (libiscsi's frwd_lock held, bottom
+ * halves off) until the receive path met an early response
+ * (iser_rs_inject_early_rsp_met()) or @ms passed. A stall that met its
+ * response turns both stall parameters off: the commands after it go
+ * unstalled. How it ended is kept for the case's log
+ * (xmit_stall_last_ms, xmit_stall_last_met).
+ */
+void iser_rs_inject_xmit_stall(unsigned int ms)
+{
+	int met = atomic_read(&iser_rs_early_rsps_met);
+	u64 start = ktime_get_mono_fast_ns();
+	u64 now = start;
+	bool ended = false;
+
+	while (now - start < (u64)ms * NSEC_PER_MSEC) {
+		if (atomic_read(&iser_rs_early_rsps_met) != met) {
+			WRITE_ONCE(iser_rs_inject_xmit_stall_ms, 0);
+			WRITE_ONCE(iser_rs_inject_xmit_posting_stall_ms, 0);
+			ended = true;
+			break;
+		}
+		udelay(100);
+		now = ktime_get_mono_fast_ns();
+	}
+	WRITE_ONCE(iser_rs_xmit_stall_last_ms, div_u64(now - start, NSEC_PER_MSEC));
+	WRITE_ONCE(iser_rs_xmit_stall_last_met, ended);
 }
 
 /**

@@ -112,6 +112,8 @@ int iser_rs_device_max_qp_rd_atom(struct ib_device *dev);
 int iser_rs_device_max_qp_wr(struct ib_device *dev);
 u64 iser_rs_now_ms(void);
 void iser_rs_mdelay(unsigned int ms);
+void iser_rs_inject_early_rsp_met(bool waiting);
+void iser_rs_inject_xmit_stall(unsigned int ms);
 struct task_struct;
 struct task_struct *iser_rs_current_task_get(unsigned long *nvcsw);
 bool iser_rs_task_slept_since(struct task_struct *t, unsigned long nvcsw);

@@ -350,6 +350,9 @@ impl XmitMarks {
             0 => XMIT_WAIT_MS,
             ms => u64::from(ms),
         };
+        if cur == in_xmit {
+            crate::sys::params::inject_early_rsp_met(true);
+        }
         while cur == in_xmit {
             if crate::sys::params::now_ms().saturating_sub(since) > bound {
                 pr_warn!(

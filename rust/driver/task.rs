@@ -427,6 +427,7 @@ pub(crate) fn on_scsi_response(
             // already released): nothing of the command is touched, and
             // the connection fails (libiscsi fails the command once the
             // QP is drained, and the midlayer retries it).
+            crate::sys::params::inject_early_rsp_met(false);
             pr_warn!(
                 "a SCSI Response for ITT {:#x}, whose command is not on the wire (not sent yet, or released): failing the connection\n",
                 itt

@@ -139,8 +139,9 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     let stall = crate::sys::params::param_inject_xmit_stall_ms();
     if stall > 0 {
         // Fault injection (case 071): libiscsi has made the command
-        // findable by its ITT, and it is not marked yet.
-        crate::sys::params::mdelay(stall);
+        // findable by its ITT, and it is not marked yet. Ends early once
+        // the receive path refused the early response.
+        crate::sys::params::inject_xmit_stall(stall);
     }
     let cmd_sent = task.data().ok_or(EINVAL)?.cmd_sent;
     let scsi_data = task.scsi_data();
@@ -188,8 +189,10 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     };
     let stall = crate::sys::params::param_inject_xmit_posting_stall_ms();
     if stall > 0 {
-        // Fault injection (case 071): marked, not posted.
-        crate::sys::params::mdelay(stall);
+        // Fault injection (case 071): marked, not posted. Ends early once
+        // the early response waits for the post (with the wait's bound
+        // lowered: once it gave up and was refused).
+        crate::sys::params::inject_xmit_stall(stall);
     }
     let local = if cmd_sent {
         task.data().and_then(|d| d.local_data)

@@ -133,6 +133,25 @@ pub(crate) fn msleep(ms: u32) {
     unsafe { b::msleep(ms) };
 }
 
+/// Fault injection (case 071): busy-waits in a transmit call until the
+/// receive path met an early response ([`inject_early_rsp_met`]) or `ms`
+/// milliseconds passed; one that met its response turns the stall
+/// parameters off. Any context.
+pub(crate) fn inject_xmit_stall(ms: u32) {
+    // SAFETY: takes any value; only spins and writes the module's own
+    // parameters.
+    unsafe { b::iser_rs_inject_xmit_stall(ms) };
+}
+
+/// Fault injection (case 071): the receive path met a response whose
+/// command is not on the wire; `waiting`: it found the transmit call on
+/// the command and waits for the post. Ends an injected transmit stall
+/// (see the C part for which events end it). Any context.
+pub(crate) fn inject_early_rsp_met(waiting: bool) {
+    // SAFETY: takes any value; only increments the module's own counter.
+    unsafe { b::iser_rs_inject_early_rsp_met(waiting) };
+}
+
 /// Busy-waits `ms` milliseconds without sleeping (a fault-injection
 /// delay). Any context.
 pub(crate) fn mdelay(ms: u32) {
