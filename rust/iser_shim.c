@@ -159,13 +159,14 @@ MODULE_PARM_DESC(inject_xmit_wait_ms, "Test only: how long a response waits for 
 /*
  * Test only (case 071): how the last stall of a transmit call ended, for
  * the case's log: its length in ms, and whether the receive path met the
- * early response during it (the stall then ended at once).
+ * early response during it (the stall then ended at once). Writable, so
+ * that the case clears them before each round.
  */
 static unsigned int iser_rs_xmit_stall_last_ms;
-module_param_named(xmit_stall_last_ms, iser_rs_xmit_stall_last_ms, uint, 0444);
+module_param_named(xmit_stall_last_ms, iser_rs_xmit_stall_last_ms, uint, 0644);
 MODULE_PARM_DESC(xmit_stall_last_ms, "Test only: how long the last injected xmit stall lasted, in ms");
 static bool iser_rs_xmit_stall_last_met;
-module_param_named(xmit_stall_last_met, iser_rs_xmit_stall_last_met, bool, 0444);
+module_param_named(xmit_stall_last_met, iser_rs_xmit_stall_last_met, bool, 0644);
 MODULE_PARM_DESC(xmit_stall_last_met, "Test only: whether the last injected xmit stall ended because the receive path met the early response");
 
 /*
@@ -854,10 +855,11 @@ static atomic_t iser_rs_early_rsps_met = ATOMIC_INIT(0);
  * @waiting: it found the command's transmit call on it and now waits
  *
  * Test only (case 071): ends an injected transmit stall
- * (iser_rs_inject_xmit_stall()). A response refused as not on the wire
- * ends it; one that starts waiting ends it too, unless the test lowered
- * the wait's bound (round bound: the stall must outlast the wait and the
- * refusal that follows it). Any context.
+ * (iser_rs_inject_xmit_stall()), of any connection. A response refused as
+ * not on the wire ends it; a wait for a transmit call to post (a response
+ * or a Send completion; in case 071 only the early response) ends it too,
+ * unless the test lowered the wait's bound (round bound: the stall must
+ * outlast the wait and the refusal that follows it). Any context.
  */
 void iser_rs_inject_early_rsp_met(bool waiting)
 {

@@ -426,7 +426,10 @@ pub(crate) fn on_scsi_response(
             // The target answered a command it was never sent (or one
             // already released): nothing of the command is touched, and
             // the connection fails (libiscsi fails the command once the
-            // QP is drained, and the midlayer retries it).
+            // QP is drained, and the midlayer retries it). The stall of
+            // case 071 ends here, before `conn_error` reaches libiscsi's
+            // `iscsi_conn_failure`, which takes the frwd_lock the stalled
+            // `xmit` holds.
             crate::sys::params::inject_early_rsp_met(false);
             pr_warn!(
                 "a SCSI Response for ITT {:#x}, whose command is not on the wire (not sent yet, or released): failing the connection\n",

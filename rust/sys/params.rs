@@ -143,10 +143,12 @@ pub(crate) fn inject_xmit_stall(ms: u32) {
     unsafe { b::iser_rs_inject_xmit_stall(ms) };
 }
 
-/// Fault injection (case 071): the receive path met a response whose
-/// command is not on the wire; `waiting`: it found the transmit call on
-/// the command and waits for the post. Ends an injected transmit stall
-/// (see the C part for which events end it). Any context.
+/// Fault injection (case 071): the receive path refused a response whose
+/// command is not on the wire, or (`waiting`) found a transmit call on a
+/// command it must act on and waits for the post (a response, or a Send
+/// completion: in case 071 only the early response can). Ends an injected
+/// transmit stall of any connection (see the C part for which events end
+/// it); case 071 runs one session. Any context.
 pub(crate) fn inject_early_rsp_met(waiting: bool) {
     // SAFETY: takes any value; only increments the module's own counter.
     unsafe { b::iser_rs_inject_early_rsp_met(waiting) };
