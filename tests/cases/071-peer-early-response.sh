@@ -32,7 +32,7 @@
 # Every round checks that the stall met its early response (module
 # parameter xmit_stall_last_met) and logs how long it lasted. Until
 # 2026-12-03 only the NOP-Out interval was 0: libiscsi then still armed
-# its transport timer (recv_tmo 5 s), whose softirq spins on the session's
+# its transport timer (recv_tmo not 0), whose softirq spins on the session's
 # frwd_lock, which the stalled xmit holds. Fired during a stall, it kept
 # the other CPU from running anything else (the peer, the receive path:
 # a backtrace of that CPU taken in the stall showed it), the early
