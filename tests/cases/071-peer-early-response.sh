@@ -12,7 +12,7 @@
 # where fault injection holds it until the receive path met the early
 # response, at most EARLY_STALL_MS (3000) ms (the READ the peer answers
 # first meets nothing and is held the whole time); the stall that met it
-# turns the stall off for the commands after it. Three rounds:
+# turns the stall off for the commands after it. Four rounds:
 #  - stall: held before xmit marks the command in transmission. The
 #    response names a command not on the wire: iser_rs refuses it without
 #    touching the command ("whose command is not on the wire"), the
@@ -29,8 +29,24 @@
 #    ("waited 300 ms for its command's post"), is refused as in stall,
 #    the connection fails and comes back, and dd reads back what was
 #    written.
-# Every round checks that the stall met its early response (module
-# parameter xmit_stall_last_met) and logs how long it lasted. Until
+#  - nextkey: held as in posting (bound 1000 ms), the peer in mode
+#    early-inv: the early response carries a Send with Invalidate naming
+#    the next task's MR by its next key (the STag the peer last saw for
+#    that task, key byte plus one: what the REG_MR that xmit is about to
+#    post will make it; a dd of 512 reads first cycles the session's task
+#    pool so every task's STag was seen, and checks the peer's rule on
+#    them: at least 384 STags as predicted, none other). The device must
+#    refuse it: rxe
+#    compares the key with the MR's registered one, fails the receive
+#    (IB_WC_REM_INV_REQ_ERR, "receive failed, status 9") and the QP, so
+#    the receive path never sees the response (the stall is not met and
+#    runs to its bound), the connection fails and comes back, and dd reads
+#    back what was written. The read's lock-free settle on its MR
+#    (design.rst) relies on that refusal; this round is the test of it on
+#    rxe.
+# The stall, posting and bound rounds check that the stall met their early
+# response (module parameter xmit_stall_last_met); every round logs how
+# long its last stall lasted. Until
 # 2026-12-03 only the NOP-Out interval was 0: libiscsi then still armed
 # its transport timer (recv_tmo not 0), whose softirq spins on the session's
 # frwd_lock, which the stalled xmit holds. Fired during a stall, it kept
@@ -53,8 +69,10 @@ P=/sys/module/iser_rs/parameters
 portal=$PEER_ADDR:$PEER_PORT
 dd if=/dev/urandom of=/tmp/early.pat bs=4k count=4 status=none
 kmsg=/tmp/early-kmsg.log
-for round in stall posting bound; do
-    start_peer --mode early-rsp --at 1000000000 --on read --probe-delay-ms 300
+for round in stall posting bound nextkey; do
+    mode=early-rsp
+    [ $round = nextkey ] && mode=early-inv
+    start_peer --mode $mode --at 1000000000 --on read --probe-delay-ms 300
     iscsiadm -m discovery -t st -p "$portal" -I iser >/dev/null || die "$round: discovery"
     for key in noop_out_interval noop_out_timeout; do
         iscsiadm -m node -T $PEER_IQN -p "$portal" -I iser -o update \
@@ -71,12 +89,30 @@ for round in stall posting bound; do
     dd if=/tmp/early.pat of="$disk" bs=4k count=4 seek=64 oflag=direct conv=notrunc status=none ||
         die "$round: pattern write"
     udevadm settle 2>/dev/null; sleep 1
+    if [ $round = nextkey ]; then
+        # Every task of the pool (cmds_max, 128 by default) sends a read,
+        # so the peer has seen the STag of the task the early response
+        # names; a multiple of the pool's size leaves the dd below on the
+        # task indices the other rounds use (none the pool's last).
+        dd if="$disk" of=/dev/null bs=4k count=512 iflag=direct status=none || die "nextkey: pool-cycling reads"
+        # The peer's prediction (last STag of the task, key byte plus one)
+        # checked on every command that followed another on its task: a
+        # wrong rule would make the device refuse a key that is not the
+        # next one, and the round would prove nothing.
+        hits=$(peer_stat next_key_hits) misses=$(peer_stat next_key_misses)
+        log "nextkey: next-key predictions on the pool-cycling reads: $hits right, $misses wrong"
+        [ "$hits" -ge 384 ] && [ "$misses" = 0 ] ||
+            die "nextkey: the peer's next-key rule does not hold ($hits right, $misses wrong)"
+    fi
     c0=$(iser_connects)
     dmesg -W > "$kmsg" 2>&1 &
     kmsg_pid=$!
     [ $round = posting ] && echo 2 > $P/debug_level
     param=inject_xmit_stall_ms stall_ms=${EARLY_STALL_MS:-3000}
     [ $round = stall ] || param=inject_xmit_posting_stall_ms
+    # Nothing ends the nextkey round's stalls early (the response never
+    # reaches the receive path): a shorter bound.
+    [ $round = nextkey ] && stall_ms=1000
     [ $round = bound ] && { echo 300 > $P/inject_xmit_wait_ms || die "bound: no parameter inject_xmit_wait_ms"; }
     echo $stall_ms > $P/$param || die "$round: no parameter $param"
     echo 0 > $P/xmit_stall_last_ms; echo N > $P/xmit_stall_last_met
@@ -92,14 +128,14 @@ for round in stall posting bound; do
     sleep 0.5; kill "$kmsg_pid" 2>/dev/null; wait "$kmsg_pid" 2>/dev/null
     rvs=$(session_stat released_valid_stags)
     rec=$(( $(iser_connects) - c0 ))
-    early=$(peer_stat early_rsps)
-    log "$round: dd rc $rc, early responses sent $early, last stall $held ms (met the early response: $met), reconnects $rec, released_valid_stags $rvs, peer completion errors $(peer_stat completion_errors), dmesg: $(grep -aE 'not on the wire|being sent|given up|connection failed' "$kmsg" | head -3 | sed 's/^\[[ 0-9.]*\] //' | tr '\n' '|' | cut -c1-400)"
+    early=$(peer_stat early_rsps) early_inv=$(peer_stat early_inv_rsps)
+    log "$round: dd rc $rc, early responses sent $early (with a predicted next key $early_inv), last stall $held ms (met the early response: $met), reconnects $rec, released_valid_stags $rvs, peer completion errors $(peer_stat completion_errors), dmesg: $(grep -aE 'not on the wire|being sent|given up|connection failed|receive failed' "$kmsg" | head -3 | sed 's/^\[[ 0-9.]*\] //' | tr '\n' '|' | cut -c1-400)"
     logout_all
     wait_live_zero || die "$round: live objects after logout: $(live_counts)"
     stop_peer quiet
     [ "$early" -ge 1 ] || die "$round: the peer sent no early response"
     [ "$rvs" = 0 ] || die "$round: $rvs commands released with a valid STag"
-    [ "$met" = Y ] || die "$round: the early response was not met during the $stall_ms ms stall (the last lasted $held ms)"
+    [ "$met" = Y ] || [ $round = nextkey ] || die "$round: the early response was not met during the $stall_ms ms stall (the last lasted $held ms)"
     case $round in
     stall)
         [ "$rc" = 0 ] || die "stall: dd failed ($rc)"
@@ -120,6 +156,15 @@ for round in stall posting bound; do
             die "bound: the response was not refused after the wait"
         [ "$rec" -ge 1 ] || die "bound: no reconnect after the refused response"
         cmp -s /tmp/early.pat /tmp/early.got || die "bound: dd read back other data than was written"
+        ;;
+    nextkey)
+        [ "$early_inv" -ge 1 ] || die "nextkey: no early response named a predicted next key (tasks without a seen STag: $(peer_stat early_inv_unknown))"
+        [ "$rc" = 0 ] || die "nextkey: dd failed ($rc)"
+        grep -aq 'iser_rs: receive failed, status 9' "$kmsg" ||
+            die "nextkey: the device did not refuse the Send with Invalidate of the next key (no receive failed with IB_WC_REM_INV_REQ_ERR)"
+        [ "$met" = N ] || die "nextkey: the receive path saw the early response (the device let its invalidation through)"
+        [ "$rec" -ge 1 ] || die "nextkey: no reconnect after the refused invalidation"
+        cmp -s /tmp/early.pat /tmp/early.got || die "nextkey: dd read back other data than was written"
         ;;
     esac
 done

@@ -34,6 +34,12 @@ pub enum Mode {
     /// one, same age), `--probe-delay-ms` later: an answer to a command
     /// the initiator has allocated but maybe not yet sent.
     EarlyRsp,
+    /// As `EarlyRsp`, and the early response carries a Send with
+    /// Invalidate naming the next task's MR by its next key: the STag this
+    /// connection last saw for that task index, key byte (the low 8 bits)
+    /// plus one, as the initiator's next registration of that MR would
+    /// make it. Sent before that registration ran, a device must refuse it.
+    EarlyInv,
 }
 
 pub const MODES: &[(&str, Mode)] = &[
@@ -59,6 +65,7 @@ pub const MODES: &[(&str, Mode)] = &[
     ("login-nordma", Mode::LoginNoRdma),
     ("logout-refused", Mode::LogoutRefused),
     ("early-rsp", Mode::EarlyRsp),
+    ("early-inv", Mode::EarlyInv),
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,7 +174,7 @@ pub const USAGE: &str = "usage: iser-peer [options] ADDRESS [PORT]
                          polite inv-wrong inv-other inv-none bad-version rsvd-bits
                          wsv-zero big-data unknown-itt datain-ctrl r2t-ctrl
                          status-first dup-status rnr disconnect stall dup-tmf hello
-                         login-digest login-nordma logout-refused early-rsp
+                         login-digest login-nordma logout-refused early-rsp early-inv
   --at N                 the mode fires on the N-th READ/WRITE (default 40)
   --every N              ... and again every N READ/WRITEs after that
                          (SIGUSR1 arms it at once, whatever --at says)

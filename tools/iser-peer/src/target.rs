@@ -113,8 +113,21 @@ pub struct Counters {
     pub disconnects_by_initiator: u64,
     pub hellos: u64,
     pub hello_replies: u64,
-    /// SCSI Responses sent for a command not received (mode EarlyRsp).
+    /// SCSI Responses sent for a command not received (modes EarlyRsp,
+    /// EarlyInv).
     pub early_rsps: u64,
+    /// Of those, sent with a Send with Invalidate naming the next key
+    /// (mode EarlyInv).
+    pub early_inv_rsps: u64,
+    /// Early responses of mode EarlyInv sent without one: no STag of the
+    /// next task was seen on the connection, so no key to predict.
+    pub early_inv_unknown: u64,
+    /// Commands whose STag was the one predicted from the last STag seen
+    /// for their task index on the connection (`next_key`), and those
+    /// whose STag was another: mode EarlyInv's prediction checked on every
+    /// command that follows another on its task.
+    pub next_key_hits: u64,
+    pub next_key_misses: u64,
 }
 
 impl Counters {
@@ -204,7 +217,7 @@ enum Timer {
     },
     /// Mode `early-rsp`: a SCSI Response (GOOD) for this ITT (as read
     /// big-endian off the wire), whose command we have not received.
-    EarlyRsp { itt: u32 },
+    EarlyRsp { itt: u32, inv: Option<u32> },
 }
 
 /// The ITT of the task libiscsi hands out after the one with `itt` (as
@@ -212,6 +225,18 @@ enum Timer {
 /// session's task pool is a FIFO filled in index order, and libiscsi
 /// writes the ITT (task index, session age from bit 28) in the host's
 /// byte order, little-endian on the guests we test.
+/// The task index of an ITT as read big-endian off the wire (see
+/// [`next_task_itt`]): the bits below the session age.
+fn task_index(itt: u32) -> u32 {
+    u32::from_le_bytes(itt.to_be_bytes()) & ((1 << 28) - 1)
+}
+
+/// The STag an initiator's next fast registration of the MR of `stag` makes
+/// (`ib_inc_rkey`): the key byte, the low 8 bits, plus one.
+fn next_key(stag: u32) -> u32 {
+    (stag & !0xff) | (stag.wrapping_add(1) & 0xff)
+}
+
 fn next_task_itt(itt: u32) -> u32 {
     const AGE_SHIFT: u32 = 28;
     let raw = u32::from_le_bytes(itt.to_be_bytes());
@@ -263,6 +288,9 @@ pub struct Conn {
     stat_sn: u32,
     exp_cmd_sn: u32,
     tasks: BTreeMap<u32, Task>,
+    /// The STag (read, else write) of the last command seen for each task
+    /// index on this connection (mode EarlyInv predicts the next key).
+    last_stags: HashMap<u32, u32>,
     timers: Vec<(Instant, Timer)>,
     closing: bool,
     probe_armed_after: Option<u64>,
@@ -519,6 +547,7 @@ impl Peer {
             stat_sn: 1,
             exp_cmd_sn: 0,
             tasks: BTreeMap::new(),
+            last_stags: HashMap::new(),
             timers: Vec::new(),
             closing: false,
             probe_armed_after: None,
@@ -760,16 +789,22 @@ impl Peer {
 
     fn timer(&mut self, c: &mut Conn, t: Timer) -> Result<(), String> {
         match t {
-            Timer::EarlyRsp { itt } => {
+            Timer::EarlyRsp { itt, inv } => {
                 log(&format!(
-                    "{}: mode EarlyRsp: status GOOD for ITT {itt:#x}, a command not received",
-                    c.name
+                    "{}: mode {:?}: status GOOD for ITT {itt:#x}, a command not received{}",
+                    c.name,
+                    self.cfg.mode,
+                    inv.map(|k| format!(", with Send with Invalidate of STag {k:#x}"))
+                        .unwrap_or_default()
                 ));
                 self.c.early_rsps += 1;
+                if inv.is_some() {
+                    self.c.early_inv_rsps += 1;
+                }
                 let mut r = c.bhs(0x21, 0x80);
                 r[16..20].copy_from_slice(&itt.to_be_bytes());
                 c.status_fields(&mut r, true);
-                self.send(c, &r, &[], None, ISER_VER)
+                self.send(c, &r, &[], inv, ISER_VER)
             }
             Timer::Probe { read, write, plan } => {
                 let sv = if plan.on == Dir::Read { read } else { write };
@@ -1348,6 +1383,15 @@ impl Peer {
             }
             _ => None,
         };
+        if let Some(s) = ih.read.or(ih.write) {
+            if let Some(last) = c.last_stags.insert(task_index(itt), s.stag) {
+                if s.stag == next_key(last) {
+                    self.c.next_key_hits += 1;
+                } else {
+                    self.c.next_key_misses += 1;
+                }
+            }
+        }
         let mut t = Task {
             itt,
             dir,
@@ -1670,12 +1714,22 @@ impl Peer {
                 .map_err(|e| format!("post late write: {e}"))?;
             }
         }
-        if t.hostile == Some(Mode::EarlyRsp) {
+        if matches!(t.hostile, Some(Mode::EarlyRsp | Mode::EarlyInv)) {
+            let next = next_task_itt(itt);
+            // Predicted now, before the next task's command can arrive
+            // and show its own key.
+            let inv = if t.hostile == Some(Mode::EarlyInv) {
+                let k = c.last_stags.get(&task_index(next)).map(|s| next_key(*s));
+                if k.is_none() {
+                    self.c.early_inv_unknown += 1;
+                }
+                k
+            } else {
+                None
+            };
             c.timers.push((
                 Instant::now() + Duration::from_millis(self.cfg.probe_delay_ms),
-                Timer::EarlyRsp {
-                    itt: next_task_itt(itt),
-                },
+                Timer::EarlyRsp { itt: next, inv },
             ));
         }
         if let Some(plan) = t.probe {
@@ -1804,6 +1858,14 @@ impl Conn {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn next_key_bumps_the_key_byte_only() {
+        assert_eq!(next_key(0x0000_1234), 0x0000_1235);
+        assert_eq!(next_key(0x0000_12ff), 0x0000_1200);
+        // Task 5 of age 3, as read off the wire (see below).
+        assert_eq!(task_index(0x0500_0030), 5);
+    }
 
     #[test]
     fn next_task_itt_keeps_the_age() {
