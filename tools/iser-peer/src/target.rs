@@ -215,16 +215,13 @@ enum Timer {
         write: Option<StagVa>,
         plan: ProbePlan,
     },
-    /// Mode `early-rsp`: a SCSI Response (GOOD) for this ITT (as read
-    /// big-endian off the wire), whose command we have not received.
+    /// Modes `early-rsp` and `early-inv`: a SCSI Response (GOOD) for this
+    /// ITT (as read big-endian off the wire), whose command we have not
+    /// received; `inv`: sent as a Send with Invalidate of that STag
+    /// (`early-inv`: the next key of the task's MR).
     EarlyRsp { itt: u32, inv: Option<u32> },
 }
 
-/// The ITT of the task libiscsi hands out after the one with `itt` (as
-/// read big-endian off the wire) when one command is out at a time: its
-/// session's task pool is a FIFO filled in index order, and libiscsi
-/// writes the ITT (task index, session age from bit 28) in the host's
-/// byte order, little-endian on the guests we test.
 /// The task index of an ITT as read big-endian off the wire (see
 /// [`next_task_itt`]): the bits below the session age.
 fn task_index(itt: u32) -> u32 {
@@ -237,6 +234,11 @@ fn next_key(stag: u32) -> u32 {
     (stag & !0xff) | (stag.wrapping_add(1) & 0xff)
 }
 
+/// The ITT of the task libiscsi hands out after the one with `itt` (as
+/// read big-endian off the wire) when one command is out at a time: its
+/// session's task pool is a FIFO filled in index order, and libiscsi
+/// writes the ITT (task index, session age from bit 28) in the host's
+/// byte order, little-endian on the guests we test.
 fn next_task_itt(itt: u32) -> u32 {
     const AGE_SHIFT: u32 = 28;
     let raw = u32::from_le_bytes(itt.to_be_bytes());
