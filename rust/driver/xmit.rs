@@ -43,8 +43,14 @@ impl CqeHandler for TxDesc {
         // and overwrite the descriptor for its own Send.
         let cookie = this.owner_cookie.swap(0, Ordering::AcqRel);
         let owner_itt = this.owner_itt.load(Ordering::Relaxed);
-        let tmf_send = conn.tmf.is_request_send(this.index);
-        conn.login_tx_done(this.index);
+        // A Send that names a command (`cookie`) is that command's: never
+        // the TMF request's nor the login buffer's, which `xmit_mgmt` posts
+        // without an owner, and whose slot no command can hold before
+        // their own completion released it. Only an ownerless Send asks.
+        let tmf_send = cookie == 0 && conn.tmf.is_request_send(this.index);
+        if cookie == 0 {
+            conn.login_tx_done(this.index);
+        }
         // The resources for the slot's release and the command's meeting
         // (step 24), read in this softirq (no RCU call of its own).
         let bh = wc.bh();
