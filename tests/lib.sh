@@ -98,6 +98,21 @@ setup_rdma() {
     rdma link show "$RDMA_DEV/1" | grep -q "state ACTIVE" || sleep 1
 }
 
+# veth_mtu M: both veth ends at MTU M (no session may be up), then waits
+# until the RDMA device's port follows (rxe takes its IB MTU from the
+# netdev's) and prints its active MTU ("unknown" if it did not say within
+# 4 s). Fails if the MTU cannot be set.
+veth_mtu() {
+    local m=$1 active= i
+    ip link set veth0 mtu "$m" && ip link set veth1 mtu "$m" || return 1
+    for ((i = 0; i < 20; i++)); do
+        active=$(ibv_devinfo -d "$RDMA_DEV" 2>/dev/null | awk '/active_mtu:/ {print $2; exit}')
+        [ -n "$active" ] && [ "$(cat /sys/class/net/veth0/mtu)" = "$m" ] && break
+        sleep 0.2
+    done
+    echo "${active:-unknown}"
+}
+
 # nullb_dev I: prints the block device of null_blk LUN I (configfs item
 # iser$I: /dev/iser$I, or /dev/nullb<index> on older kernels); fails if it
 # is not there (yet).
