@@ -54,7 +54,7 @@ pub(crate) const TASK_SLOTS: u32 = MRS;
 /// refused at `start_conn`. (At a deep queue the reservation is all or
 /// nothing, so such a write waits while smaller commands hold slots.)
 pub(crate) const XMIT_SLOTS_MAX: u32 = TX_DESCS - MGMT_MAX - SIGNAL_EVERY as u32;
-/// FRWR MRs: one per libiscsi task, named by the task's index (`MrPool`).
+/// FRWR MRs: one per libiscsi task, named by the task's index (`TaskSlots`).
 /// A command registers one MR at most (Linux has had no bidirectional SCSI
 /// commands since 5.1), and a session has at most `CMDS_MAX` tasks in all:
 /// `iscsi_session_setup` takes `can_queue` (clamped to `CMDS_MAX`) as the

@@ -137,13 +137,13 @@ fn scsi_response(
     // this softirq (no RCU call of its own).
     let bh = wc.bh();
     let res = conn.resources_in(bh);
-    if let Some(res) = res {
-        let raw_itt = u32::from_ne_bytes(itt.0);
+    let raw_itt = u32::from_ne_bytes(itt.0);
+    if let Some((res, slot)) = res.and_then(|r| Some((r, r.tasks.by_itt(raw_itt)?))) {
         match inv {
             // A read's SendInvSE naming its one STag, armed on its MR:
             // settled there, without the task's rules (step 23).
             Some(rkey) => {
-                if res.mrs.settle_remote(raw_itt, rkey) {
+                if slot.mr.settle_remote(rkey) {
                     conn.counters.remote_inv();
                     return conn.deliver_in(bh, res, iscsi, desc, hdr, data);
                 }
@@ -151,7 +151,7 @@ fn scsi_response(
             // A write armed at the meeting of its response and its data
             // Send: delivered now if that Send completed, else held there
             // until it does (step 24).
-            None => match res.meets.response(raw_itt, desc.index, wc.byte_len()) {
+            None => match slot.meet.response(raw_itt, desc.index, wc.byte_len()) {
                 Some(true) => return conn.deliver_in(bh, res, iscsi, desc, hdr, data),
                 Some(false) => return conn.counters.deferred(),
                 None => {}

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 //! What one connection allocates, and the pools it is carved into: the
-//! PD, CQ and QP ([`Resources::new`], the QP last), the FRWR MRs
-//! ([`MrPool`]), the send descriptors and their header slots ([`TxPool`]),
+//! PD, CQ and QP ([`Resources::new`], the QP last), what it keeps per
+//! libiscsi task ([`TaskSlots`]: the FRWR MR, the transmit mark and the
+//! meeting word), the send descriptors and their header slots ([`TxPool`]),
 //! the local-invalidation descriptors ([`InvPool`]), the TMF record
 //! ([`TmfInFlight`]), and the receive buffers ([`RxDesc`]).
 //!
@@ -46,9 +47,7 @@ pub(crate) struct Resources {
     pub(crate) sq_depth: u32,
     pub(crate) lkey: u32,
     pub(crate) dev: Device,
-    pub(crate) mrs: MrPool,
-    pub(crate) meets: SendMeets,
-    pub(crate) xmit_marks: XmitMarks,
+    pub(crate) tasks: TaskSlots,
     pub(crate) tx: TxPool,
     pub(crate) invs: InvPool,
     /// Completion handle of the invalidations a TMF Response waits for.
@@ -149,14 +148,14 @@ pub(crate) enum RemoteSettle {
 
 /// Where an unregistered write's SCSI Response meets the completion of
 /// the Send that carried its data (`proto::task::SendMeet`): one word per
-/// libiscsi task, named by the task's index, so both sides find it from the
-/// ITT alone, without the task or its back_lock (issue 18). The word is
-/// armed by `xmit` before the command's post, moved by the receive path
-/// and the Send completion (the connection's one CQ: never both at once),
-/// and taken back by `cleanup` and by the task's own rules, so at most one
-/// of them delivers the response, once.
-pub(crate) struct SendMeets {
-    words: KVec<AtomicU64>,
+/// libiscsi task, in its [`TaskSlot`], so both sides find it from the ITT
+/// alone, without the task or its back_lock (issue 18). The word is armed
+/// by `xmit` before the command's post, moved by the receive path and the
+/// Send completion (the connection's one CQ: never both at once), and
+/// taken back by `cleanup` and by the task's own rules, so at most one of
+/// them delivers the response, once.
+pub(crate) struct MeetWord {
+    word: AtomicU64,
 }
 
 /// What the Send completion found at the meeting.
@@ -169,55 +168,24 @@ pub(crate) enum SendMet {
     DeliverHeld(u16, u32),
 }
 
-/// `n` zeroed words, one per libiscsi task (`SendMeets`, `XmitMarks`).
-fn task_words(n: u32) -> Result<KVec<AtomicU64>> {
-    let mut words = KVec::with_capacity(n as usize, GFP_KERNEL)?;
-    for _ in 0..n {
-        words.push(AtomicU64::new(0), GFP_KERNEL)?;
-    }
-    Ok(words)
-}
-
-/// The word of the task with raw ITT (or index) `itt_or_index`.
-fn task_word(words: &[AtomicU64], itt_or_index: u32) -> Option<&AtomicU64> {
-    words.get(crate::sys::iscsi::itt_index(itt_or_index) as usize)
-}
-
-impl SendMeets {
-    fn new(n: u32) -> Result<Self> {
-        Ok(SendMeets {
-            words: task_words(n)?,
-        })
-    }
-
-    fn word(&self, itt_or_index: u32) -> Option<&AtomicU64> {
-        task_word(&self.words, itt_or_index)
-    }
-
+impl MeetWord {
     /// The command with raw ITT `itt` is about to be posted with nothing
     /// but its response and its data Send to wait for.
     pub(crate) fn arm(&self, itt: u32) {
-        if let Some(w) = self.word(itt) {
-            w.store(proto::task::SendMeet::armed(itt), Ordering::Release);
-        }
+        self.word
+            .store(proto::task::SendMeet::armed(itt), Ordering::Release);
     }
 
-    /// The command with raw ITT `itt` about to be posted does not meet
-    /// here: whatever an earlier command of the task left is cleared.
-    pub(crate) fn clear(&self, itt: u32) {
-        if let Some(w) = self.word(itt) {
-            w.store(0, Ordering::Release);
-        }
+    /// The task's command about to be posted does not meet here: whatever
+    /// an earlier command of the task left is cleared.
+    pub(crate) fn clear(&self) {
+        self.word.store(0, Ordering::Release);
     }
 
-    /// Takes the word of the task with raw ITT (or index) `itt` back (the
-    /// command was not posted, was released, or its rules run instead):
-    /// what it held.
-    pub(crate) fn take(&self, itt: u32) -> proto::task::MeetTaken {
-        match self.word(itt) {
-            Some(w) => proto::task::SendMeet::taken(w.swap(0, Ordering::AcqRel)),
-            None => proto::task::MeetTaken::Off,
-        }
+    /// Takes the word back (the command was not posted, was released, or
+    /// its rules run instead): what it held.
+    pub(crate) fn take(&self) -> proto::task::MeetTaken {
+        proto::task::SendMeet::taken(self.word.swap(0, Ordering::AcqRel))
     }
 
     /// A SCSI Response of raw ITT `itt` without remote invalidation, in
@@ -226,7 +194,7 @@ impl SendMeets {
     /// not this meeting's, the task's rules decide.
     #[inline]
     pub(crate) fn response(&self, itt: u32, rx: u16, len: u32) -> Option<bool> {
-        let w = self.word(itt)?;
+        let w = &self.word;
         let cur = w.load(Ordering::Acquire);
         let (next, now) = match proto::task::SendMeet::on_response(cur, itt, rx, len)? {
             proto::task::MeetResponse::Hold(n) => (n, false),
@@ -242,9 +210,7 @@ impl SendMeets {
     /// completed (softirq).
     #[inline]
     pub(crate) fn send_done(&self, itt: u32) -> SendMet {
-        let Some(w) = self.word(itt) else {
-            return SendMet::NotArmed;
-        };
+        let w = &self.word;
         let cur = w.load(Ordering::Acquire);
         let (next, met) = match proto::task::SendMeet::on_send(cur, itt) {
             None => return SendMet::NotArmed,
@@ -259,8 +225,8 @@ impl SendMeets {
     }
 }
 
-/// Whether each task's command is on the wire: one word per libiscsi task,
-/// named by the task's index, holding the command's raw ITT (high half)
+/// Whether a task's command is on the wire: one word per libiscsi task, in
+/// its [`TaskSlot`], holding the command's raw ITT (high half)
 /// and its transmission state (low half: [`IN_XMIT`], [`ON_WIRE`]; the
 /// whole word 0 when neither).
 ///
@@ -280,17 +246,17 @@ impl SendMeets {
 /// Stable under the session's back_lock once `ON_WIRE`: only `cleanup`
 /// (under that lock) clears it, and the task cannot be handed out again
 /// before.
-pub(crate) struct XmitMarks {
-    words: KVec<AtomicU64>,
+pub(crate) struct XmitWord {
+    word: AtomicU64,
 }
 
-/// Low half of an `XmitMarks` word: `xmit` is preparing or posting the
+/// Low half of an `XmitWord`: `xmit` is preparing or posting the
 /// command.
 const IN_XMIT: u64 = 1;
-/// Low half of an `XmitMarks` word: the command is posted.
+/// Low half of an `XmitWord`: the command is posted.
 const ON_WIRE: u64 = 2;
 
-/// What the receive path found in a command's `XmitMarks` word.
+/// What the receive path found in a command's `XmitWord`.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OnWire {
     /// Posted: the response may act on the command.
@@ -308,36 +274,25 @@ pub(crate) enum OnWire {
 /// stays far below the soft-lockup watchdog (20 s).
 const XMIT_WAIT_MS: u64 = 5000;
 
-impl XmitMarks {
-    fn new(n: u32) -> Result<Self> {
-        Ok(XmitMarks {
-            words: task_words(n)?,
-        })
-    }
-
-    fn word(&self, itt_or_index: u32) -> Option<&AtomicU64> {
-        task_word(&self.words, itt_or_index)
-    }
-
+impl XmitWord {
     /// `xmit` takes the command with raw ITT `itt` (frwd_lock held, BH
     /// off): from now until the guard is sent or dropped, the receive path
     /// waits for it.
     pub(crate) fn begin(&self, itt: u32) -> XmitMark<'_> {
-        let word = self.word(itt);
-        if let Some(w) = word {
-            w.store(u64::from(itt) << 32 | IN_XMIT, Ordering::Release);
+        self.word
+            .store(u64::from(itt) << 32 | IN_XMIT, Ordering::Release);
+        XmitMark {
+            word: &self.word,
+            itt,
         }
-        XmitMark { word, itt }
     }
 
     /// Whether the command with raw ITT `itt` is on the wire, waiting
     /// (spinning, softirq) while `xmit` is on it. Called before the
-    /// back_lock is taken; the caller checks [`XmitMarks::is_on_wire`]
+    /// back_lock is taken; the caller checks [`XmitWord::is_on_wire`]
     /// again under it.
     pub(crate) fn wait_on_wire(&self, itt: u32) -> OnWire {
-        let Some(w) = self.word(itt) else {
-            return OnWire::No;
-        };
+        let w = &self.word;
         let in_xmit = u64::from(itt) << 32 | IN_XMIT;
         let on_wire = u64::from(itt) << 32 | ON_WIRE;
         let mut cur = w.load(Ordering::Acquire);
@@ -376,24 +331,21 @@ impl XmitMarks {
     /// held: stays so until the lock is released).
     #[inline]
     pub(crate) fn is_on_wire(&self, itt: u32) -> bool {
-        self.word(itt)
-            .is_some_and(|w| w.load(Ordering::Acquire) == u64::from(itt) << 32 | ON_WIRE)
+        self.word.load(Ordering::Acquire) == u64::from(itt) << 32 | ON_WIRE
     }
 
-    /// `cleanup` released the task with index `index` (back_lock held).
-    pub(crate) fn released(&self, index: u32) {
-        if let Some(w) = self.word(index) {
-            w.store(0, Ordering::Release);
-        }
+    /// `cleanup` released the task (back_lock held).
+    pub(crate) fn released(&self) {
+        self.word.store(0, Ordering::Release);
     }
 }
 
-/// `xmit`'s hold on a command's `XmitMarks` word: [`XmitMark::on_wire`]
+/// `xmit`'s hold on a command's `XmitWord`: [`XmitMark::on_wire`]
 /// once every post for the command returned; dropped without it (nothing
 /// or not all was sent, the connection failed), the word is cleared and a
 /// response naming the command is refused.
 pub(crate) struct XmitMark<'a> {
-    word: Option<&'a AtomicU64>,
+    word: &'a AtomicU64,
     itt: u32,
 }
 
@@ -410,15 +362,15 @@ impl XmitMark<'_> {
     /// can complete the command once it is posted, before this call
     /// returns, and a word set after that would outlive the command.
     fn leave(&self, next: u64) {
-        if let Some(w) = self.word {
-            let cur = u64::from(self.itt) << 32 | IN_XMIT;
-            let next = if next == 0 {
-                0
-            } else {
-                u64::from(self.itt) << 32 | next
-            };
-            let _ = w.compare_exchange(cur, next, Ordering::AcqRel, Ordering::Acquire);
-        }
+        let cur = u64::from(self.itt) << 32 | IN_XMIT;
+        let next = if next == 0 {
+            0
+        } else {
+            u64::from(self.itt) << 32 | next
+        };
+        let _ = self
+            .word
+            .compare_exchange(cur, next, Ordering::AcqRel, Ordering::Acquire);
     }
 }
 
@@ -431,27 +383,51 @@ impl Drop for XmitMark<'_> {
 /// Low half of `MrSlot::owner_itt` for an MR a command holds.
 const OWNED: u64 = 1;
 
-/// The connection's FRWR MRs: one per libiscsi task of the session, named
-/// by the task's index (`MRS`), so a command finds its MR without a search
-/// and nothing is shared between tasks: libiscsi hands a task to one
-/// command at a time and calls `cleanup_task` before it hands it out
-/// again. Any context may read a slot's marks (atomics).
-pub(crate) struct MrPool {
-    slots: KVec<MrSlot>,
+/// What the connection keeps for one libiscsi task, named by the task's
+/// index: its FRWR MR and the two words the receive path finds from the
+/// ITT alone. One look-up gives a command all three (issue 18).
+pub(crate) struct TaskSlot {
+    pub(crate) mr: MrSlot,
+    pub(crate) xmit: XmitWord,
+    pub(crate) meet: MeetWord,
 }
 
-impl MrPool {
+/// The connection's per-task slots ([`TaskSlot`]): one per libiscsi task of
+/// the session, named by the task's index (`MRS`), so a command finds its
+/// MR and words without a search and nothing is shared between tasks:
+/// libiscsi hands a task to one command at a time and calls
+/// `cleanup_task` before it hands it out again. Any context may read a
+/// slot's marks (atomics).
+pub(crate) struct TaskSlots {
+    /// 56 bytes each, `MRS` of them (7 KiB): a `KVVec` (kvmalloc), so a
+    /// reconnect never needs a high-order block for them (the MR table
+    /// alone, 5 KiB, was a `KVec` before step 27).
+    slots: KVVec<TaskSlot>,
+}
+
+/// The size the `slots` comment gives.
+const _: () = assert!(core::mem::size_of::<TaskSlot>() == 56);
+
+impl TaskSlots {
     pub(crate) fn new(pd: &Pd, n: u32, max_pages: u32) -> Result<Self> {
-        let mut slots = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+        let mut slots = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
         for _ in 0..n {
             slots.push(
-                MrSlot {
-                    mr: Mr::new(pd, max_pages)?,
-                    dirty: AtomicBool::new(false),
-                    owner_itt: AtomicU64::new(0),
-                    owner_lun: AtomicU64::new(0),
-                    tmf_invalidated: AtomicBool::new(false),
-                    remote_settle: AtomicU64::new(0),
+                TaskSlot {
+                    mr: MrSlot {
+                        mr: Mr::new(pd, max_pages)?,
+                        dirty: AtomicBool::new(false),
+                        owner_itt: AtomicU64::new(0),
+                        owner_lun: AtomicU64::new(0),
+                        tmf_invalidated: AtomicBool::new(false),
+                        remote_settle: AtomicU64::new(0),
+                    },
+                    xmit: XmitWord {
+                        word: AtomicU64::new(0),
+                    },
+                    meet: MeetWord {
+                        word: AtomicU64::new(0),
+                    },
                 },
                 GFP_KERNEL,
             )?;
@@ -461,42 +437,28 @@ impl MrPool {
         // itself) without a pool, so nothing was counted for them (case
         // 051 found 6 counted and never taken off after a failed login).
         super::counters::live_mr(slots.len() as i64);
-        Ok(MrPool { slots })
+        Ok(TaskSlots { slots })
     }
 
-    /// The MR of the task with libiscsi index `task_index`, and its index
-    /// (`None` past the pool: never, as `MRS` bounds the session's tasks).
-    /// Looked up once per command: the slot's methods act on it.
-    pub(crate) fn for_task(&self, task_index: u32) -> Option<(u16, &MrSlot)> {
+    /// The slot of the task with libiscsi index `task_index`, and its
+    /// index (`None` past the pool: never, as `MRS` bounds the session's
+    /// tasks). Looked up once per command and per release: the slot's
+    /// methods act on it.
+    pub(crate) fn for_task(&self, task_index: u32) -> Option<(u16, &TaskSlot)> {
         let i = u16::try_from(task_index).ok()?;
         Some((i, self.slot(i)?))
     }
 
-    /// MR `i` and its marks.
-    pub(crate) fn slot(&self, i: u16) -> Option<&MrSlot> {
+    /// Slot `i`.
+    pub(crate) fn slot(&self, i: u16) -> Option<&TaskSlot> {
         self.slots.get(usize::from(i))
     }
 
-    /// A SendInvSE naming `rkey` came with the SCSI Response of raw ITT
-    /// `itt` (softirq): settles the command on its MR, without the task,
-    /// if that MR is armed for a read with this rkey
-    /// ([`MrSlot::arm_remote_settle`]). `true`: the command's rules are
-    /// met (its one STag is dead, nothing else holds it), and the response
-    /// goes to libiscsi at once; `false`: the task's rules decide.
+    /// The slot of the task a raw ITT names (the receive path, the Send
+    /// completion).
     #[inline]
-    pub(crate) fn settle_remote(&self, itt: u32, rkey: u32) -> bool {
-        let Some(slot) = self.slots.get(crate::sys::iscsi::itt_index(itt) as usize) else {
-            return false;
-        };
-        let armed = u64::from(rkey) << 32 | ARMED;
-        slot.remote_settle
-            .compare_exchange(
-                armed,
-                u64::from(rkey) << 32 | SETTLED,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            )
-            .is_ok()
+    pub(crate) fn by_itt(&self, itt: u32) -> Option<&TaskSlot> {
+        self.slots.get(crate::sys::iscsi::itt_index(itt) as usize)
     }
 
     /// The rkeys of the MRs held by commands in `scope`, each marked as
@@ -506,7 +468,7 @@ impl MrPool {
         scope: &proto::task::TmfScope,
     ) -> impl Iterator<Item = u32> + '_ {
         let scope = *scope;
-        self.slots.iter().filter_map(move |s| {
+        self.slots.iter().map(|t| &t.mr).filter_map(move |s| {
             let owner = s.owner_itt.load(Ordering::Acquire);
             if owner & OWNED == 0 {
                 return None;
@@ -524,6 +486,25 @@ impl MrPool {
 impl MrSlot {
     pub(crate) fn mr(&self) -> &Mr {
         &self.mr
+    }
+
+    /// A SendInvSE naming `rkey` came with the SCSI Response of the MR's
+    /// task (softirq): settles the command on its MR, without the task,
+    /// if the MR is armed for a read with this rkey
+    /// ([`MrSlot::arm_remote_settle`]). `true`: the command's rules are
+    /// met (its one STag is dead, nothing else holds it), and the response
+    /// goes to libiscsi at once; `false`: the task's rules decide.
+    #[inline]
+    pub(crate) fn settle_remote(&self, rkey: u32) -> bool {
+        let armed = u64::from(rkey) << 32 | ARMED;
+        self.remote_settle
+            .compare_exchange(
+                armed,
+                u64::from(rkey) << 32 | SETTLED,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok()
     }
 
     /// Records the command that registers the MR (before the post).
@@ -550,7 +531,7 @@ impl MrSlot {
 
     /// The command about to be posted is a read whose SendInvSE naming
     /// `rkey` alone completes it (`TaskStags::settles_remotely`): the
-    /// receive path may settle it here (`MrPool::settle_remote`).
+    /// receive path may settle it here (`MrSlot::settle_remote`).
     pub(crate) fn arm_remote_settle(&self, rkey: u32) {
         self.remote_settle
             .store(u64::from(rkey) << 32 | ARMED, Ordering::Release);
@@ -592,7 +573,7 @@ impl MrSlot {
     }
 }
 
-impl Drop for MrPool {
+impl Drop for TaskSlots {
     fn drop(&mut self) {
         super::counters::live_mr(-(self.slots.len() as i64));
     }
@@ -1212,9 +1193,7 @@ impl Resources {
         }
         let pd = Pd::new(dev)?;
         let cq = Cq::from_pool(dev, CQ_ENTRIES, -1)?;
-        let mrs = MrPool::new(&pd, MRS, max_pages())?;
-        let meets = SendMeets::new(TASK_SLOTS)?;
-        let xmit_marks = XmitMarks::new(TASK_SLOTS)?;
+        let tasks = TaskSlots::new(&pd, MRS, max_pages())?;
         let tx = TxPool::new(dev, ctx, sq_depth)?;
         let invs = InvPool::new(ctx)?;
         let tmf_inv = KBox::new(WithCqe::new(ctx, TmfInvDesc::new()), GFP_KERNEL)?;
@@ -1271,9 +1250,7 @@ impl Resources {
                 sq_depth,
                 lkey,
                 dev,
-                mrs,
-                meets,
-                xmit_marks,
+                tasks,
                 tx,
                 invs,
                 tmf_inv,

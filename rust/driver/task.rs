@@ -15,7 +15,7 @@
 //! STags is valid.** One case skips the task: a read whose SendInvSE
 //! alone completes it (`TaskStags::settles_remotely`) is armed on its MR
 //! before its post, and the receive path settles that response there by
-//! one compare-and-swap (`MrPool::settle_remote`); the task's own rules
+//! one compare-and-swap (`MrSlot::settle_remote`); the task's own rules
 //! and `cleanup` take the mark back, and read it as the STag's death.
 //!
 //! Contexts: responses and invalidation completions in softirq (the
@@ -62,7 +62,7 @@ pub(crate) struct IserTask {
     pub(crate) deferred: Option<(u16, u32)>,
     pub(crate) inv_posted: proto::task::StagList,
     /// Armed at the meeting of its response and its data Send
-    /// (`SendMeets`, step 24): those two events go there, not through the
+    /// (`MeetWord`, step 24): those two events go there, not through the
     /// task, until the task's rules or `cleanup` take the word back.
     pub(crate) meet: bool,
     /// The connection (`IserConn::seq`) whose pools hold this command's
@@ -239,7 +239,7 @@ pub(crate) fn on_tmf_response(
     // goes signaled.
     let mut last = None;
     let mut n = 0u64;
-    for rkey in res.mrs.claim_for_tmf(&scope) {
+    for rkey in res.tasks.claim_for_tmf(&scope) {
         if let Some(prev) = last.replace(rkey) {
             if res
                 .qp
@@ -319,8 +319,9 @@ pub(crate) fn on_scsi_response(
 ) -> core::result::Result<RspAction, proto::ProtoError> {
     let itt = u32::from_ne_bytes(itt.0);
     // A response that came while `xmit` is still sending its command
-    // waits for the post (`XmitMarks`), outside the back_lock.
-    if res.map(|r| r.xmit_marks.wait_on_wire(itt)) == Some(OnWire::AfterWait) {
+    // waits for the post (`XmitWord`), outside the back_lock.
+    let slot = res.and_then(|r| r.tasks.by_itt(itt));
+    if slot.map(|s| s.xmit.wait_on_wire(itt)) == Some(OnWire::AfterWait) {
         iser_info!(
             "a SCSI Response for ITT {:#x} came while its command was being sent: handled once the command was posted\n",
             itt
@@ -333,7 +334,7 @@ pub(crate) fn on_scsi_response(
         // libiscsi finds the command from the moment it allocated it;
         // until `xmit` posted it (or once `cleanup` released it) the task
         // and its transport data are not this response's to act on.
-        if !res.is_some_and(|r| r.xmit_marks.is_on_wire(itt)) {
+        if !slot.is_some_and(|s| s.xmit.is_on_wire(itt)) {
             return Ok(RspOutcome::NotOnWire);
         }
         let Some(t) = task.data() else {
@@ -349,7 +350,7 @@ pub(crate) fn on_scsi_response(
         if let Some(i) = t.mrs[0] {
             let settle = conn
                 .resources()
-                .and_then(|res| res.mrs.slot(i).map(|s| s.take_remote_settle()));
+                .and_then(|res| res.tasks.slot(i).map(|s| s.mr.take_remote_settle()));
             if settle == Some(RemoteSettle::Settled) {
                 return Err(proto::ProtoError::TaskState);
             }
@@ -362,7 +363,8 @@ pub(crate) fn on_scsi_response(
             t.meet = false;
             let taken = conn
                 .resources()
-                .map_or(MeetTaken::Off, |res| res.meets.take(itt));
+                .and_then(|res| res.tasks.by_itt(itt).map(|s| s.meet.take()))
+                .unwrap_or(MeetTaken::Off);
             match taken {
                 MeetTaken::Off | MeetTaken::Armed => {}
                 MeetTaken::Sent => t.send_pending = false,
@@ -504,8 +506,9 @@ fn on_command(
     };
     // A Send completion may come before the `xmit` that posted it marked
     // its command on the wire: it waits for that, outside the back_lock.
-    if let Some(r) = res {
-        r.xmit_marks.wait_on_wire(itt);
+    let slot = res.and_then(|r| r.tasks.by_itt(itt));
+    if let Some(s) = slot {
+        s.xmit.wait_on_wire(itt);
     }
     let step = iscsi.with_ctask::<IserTask, _>(itt, |task| {
         let Some(mut task) = task else {
@@ -513,7 +516,7 @@ fn on_command(
         };
         // Not on the wire: the task holds another command now (one that
         // `xmit` is preparing, whose transport data is its own), or none.
-        if !res.is_some_and(|r| r.xmit_marks.is_on_wire(itt)) {
+        if !slot.is_some_and(|s| s.xmit.is_on_wire(itt)) {
             return Then::Nothing;
         }
         match task.data() {
@@ -554,8 +557,8 @@ pub(crate) fn data_sent(
 ) {
     // An unregistered write armed at the meeting (step 24): settled there,
     // without the task.
-    if let Some(res) = res {
-        match res.meets.send_done(itt) {
+    if let Some((res, slot)) = res.and_then(|r| Some((r, r.tasks.by_itt(itt)?))) {
+        match slot.meet.send_done(itt) {
             SendMet::NotArmed => {}
             SendMet::Marked => return,
             SendMet::DeliverHeld(rx, len) => return conn.deliver_held_response(bh, res, rx, len),
@@ -615,9 +618,11 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
     // is left to drop in the data.
     // That connection's pools, read once for every step below.
     let res = conn.and_then(|c| c.resources_in(bh));
-    if let (Some(res), Some(i)) = (res, index) {
-        // No response acts on the task from here on (`XmitMarks`).
-        res.xmit_marks.released(i);
+    // The task's slot, looked up once for the word, the meeting and the MR.
+    let slot = res.and_then(|r| r.tasks.for_task(index?));
+    if let Some((_, s)) = slot {
+        // No response acts on the task from here on (`XmitWord`).
+        s.xmit.released();
     }
     let local_only = td.local_only;
     let mrs = td.mrs;
@@ -629,8 +634,8 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
         // response reached libiscsi from the meeting (the word is done) or
         // from the task's rules (which took the word back), and a done
         // word settles nothing until the task's next command arms it.
-        if let (Some(res), Some(i)) = (res, index) {
-            if let MeetTaken::Held(rx, len) = res.meets.take(i) {
+        if let Some((_, s)) = slot {
+            if let MeetTaken::Held(rx, len) = s.meet.take() {
                 // (A response the task's rules hold too is a second one,
                 // on a connection that is failing: both buffers go back.)
                 if let Some((other, _)) = held.replace((rx, len)) {
@@ -651,8 +656,13 @@ pub(crate) fn cleanup(conn: Option<&IserConn>, mut task: Task<'_, IserTask>) {
         let live = td.stags.as_ref().is_some_and(|s| !s.no_live_stags());
         if let Some(res) = res {
             let release = |i: u16| {
-                let Some(slot_mr) = res.mrs.slot(i) else {
-                    return;
+                // The task's own slot (`send_command` names no other).
+                let slot_mr = match slot {
+                    Some((own, s)) if own == i => &s.mr,
+                    _ => match res.tasks.slot(i) {
+                        Some(s) => &s.mr,
+                        None => return,
+                    },
                 };
                 // Settled by its SendInvSE on the MR (step 23): the task's
                 // rules never heard of it, and the STag is dead.

@@ -12,7 +12,7 @@
 
 use super::conn::IserConn;
 use super::limits::{CMD_CHAIN_MAX, HDRS, RX_DATA_LEN};
-use super::resources::{InlineSend, MrSlot, Resources, Signal, TxDesc};
+use super::resources::{InlineSend, MrSlot, Resources, Signal, TaskSlot, TxDesc};
 use super::task::{data_sent, deliver_held_tmf, IserTask};
 use crate::proto;
 use crate::proto::task::TaskStags;
@@ -150,6 +150,17 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
         crate::sys::params::inject_xmit_stall(stall);
     }
     let cmd_sent = task.data().ok_or(EINVAL)?.cmd_sent;
+    // The task's slot (its MR, its transmit mark, its meeting word),
+    // looked up once for the command: every step below acts on it.
+    let task_slot = if cmd_sent {
+        None
+    } else {
+        Some(
+            task.index()
+                .and_then(|i| res.tasks.for_task(i))
+                .ok_or(EINVAL)?,
+        )
+    };
     let scsi_data = task.scsi_data();
     // Only a write has unsolicited Data-Out (`Task::unsol_pdus_left`
     // checks the direction too): a read skips the look.
@@ -186,12 +197,13 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
         Some(rsv)
     };
     // From here until every post for the command returned, a response
-    // naming it waits (`XmitMarks`): the transport data is this call's.
-    let mark = if cmd_sent {
-        None
-    } else {
-        let itt = cmd_itt(&task.data().ok_or(EINVAL)?.bhs);
-        Some(res.xmit_marks.begin(itt))
+    // naming it waits (`XmitWord`): the transport data is this call's.
+    let mark = match task_slot {
+        None => None,
+        Some((_, s)) => {
+            let itt = cmd_itt(&task.data().ok_or(EINVAL)?.bhs);
+            Some(s.xmit.begin(itt))
+        }
     };
     let stall = crate::sys::params::param_inject_xmit_posting_stall_ms();
     if stall > 0 {
@@ -200,15 +212,24 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
         // lowered: once it gave up and was refused).
         crate::sys::params::inject_xmit_stall(stall);
     }
-    let local = if cmd_sent {
-        task.data().and_then(|d| d.local_data)
-    } else {
-        let slot = match (cmd_slot, rsv.as_mut()) {
-            (false, _) => None,
-            (true, Some(rsv)) => Some(rsv.take().ok_or_else(ENOBUFS)?),
-            (true, None) => return Err(ENOBUFS()),
-        };
-        send_command(conn, &res, &mut task, slot, scsi_data, unsol_pdus > 0)?
+    let local = match task_slot {
+        None => task.data().and_then(|d| d.local_data),
+        Some(task_slot) => {
+            let slot = match (cmd_slot, rsv.as_mut()) {
+                (false, _) => None,
+                (true, Some(rsv)) => Some(rsv.take().ok_or_else(ENOBUFS)?),
+                (true, None) => return Err(ENOBUFS()),
+            };
+            send_command(
+                conn,
+                &res,
+                &mut task,
+                task_slot,
+                slot,
+                scsi_data,
+                unsol_pdus > 0,
+            )?
+        }
     };
     if unsol_pdus == 0 {
         if let Some(mark) = mark {
@@ -285,14 +306,16 @@ pub(crate) fn xmit(conn: &IserConn, mut task: Task<'_, IserTask>) -> Result {
     Ok(())
 }
 
-/// Registers the command's buffer (direction and length `(dir, len)`) and
-/// sends the command PDU (with its immediate data) in one chain: [local
-/// inv] → REG_MR → Send; `data_outs`: unsolicited Data-Out follows.
-/// Returns where the command's data lies for the Data-Out Sends.
+/// Registers the command's buffer (direction and length `(dir, len)`) with
+/// the MR of its task's slot (`(index, task_slot)`) and sends the command
+/// PDU (with its immediate data) in one chain: [local inv] → REG_MR →
+/// Send; `data_outs`: unsolicited Data-Out follows. Returns where the
+/// command's data lies for the Data-Out Sends.
 fn send_command(
     conn: &IserConn,
     res: &Resources,
     task: &mut Task<'_, IserTask>,
+    (i, task_slot): (u16, &TaskSlot),
     slot: Option<SlotToken<'_>>,
     (dir, len): (Dir, u32),
     data_outs: bool,
@@ -318,18 +341,16 @@ fn send_command(
                     conn,
                     res,
                     task,
+                    task_slot,
                     slot,
                     (dir, len, data_outs),
                     Stags::default(),
                 );
             }
         }
-        // The task's own MR (`MrPool`): no search, nothing to give back
-        // but its marks.
-        // Looked up once: everything below acts on the slot.
-        let Some((i, slot_mr)) = task.index().and_then(|t| res.mrs.for_task(t)) else {
-            return Err(EINVAL);
-        };
+        // The task's own MR (`TaskSlots`): no search, nothing to give
+        // back but its marks.
+        let slot_mr = &task_slot.mr;
         let mr = slot_mr.mr();
         {
             let b = &task.data().ok_or(EINVAL)?.bhs;
@@ -380,6 +401,7 @@ fn send_command(
         conn,
         res,
         task,
+        task_slot,
         slot,
         (dir, len, data_outs),
         Stags {
@@ -404,13 +426,15 @@ struct Stags<'a> {
 /// Sends the command PDU of a prepared task: [local inv] → [REG_MR] → Send
 /// of the iSER header, BHS and immediate data, from header slot `slot`, or
 /// inline without one (`None`: no immediate data, the QP sends inline);
-/// `data_outs`: unsolicited Data-Out follows.
+/// `data_outs`: unsolicited Data-Out follows. `task_slot`: the task's
+/// slot, whose meeting word the command arms or clears.
 // Once per I/O: inlined (bench/README.md, step 11).
 #[inline(always)]
 fn post_command(
     conn: &IserConn,
     res: &Resources,
     task: &mut Task<'_, IserTask>,
+    task_slot: &TaskSlot,
     mut slot: Option<SlotToken<'_>>,
     (dir, len, data_outs): (Dir, u32, bool),
     Stags {
@@ -490,12 +514,12 @@ fn post_command(
     // one's response.
     let meet = match owner {
         Some(_) if read.is_none() && write.is_none() => {
-            res.meets.arm(itt);
+            task_slot.meet.arm(itt);
             td.meet = true;
             true
         }
         _ => {
-            res.meets.clear(itt);
+            task_slot.meet.clear();
             false
         }
     };
@@ -541,7 +565,7 @@ fn post_command(
             // A response that came for this ITT before the post (a target
             // answering what it never received) was held there: its
             // buffer goes back to the ring.
-            if let proto::task::MeetTaken::Held(rx, _) = res.meets.take(itt) {
+            if let proto::task::MeetTaken::Held(rx, _) = task_slot.meet.take() {
                 conn.return_rx(rx);
             }
         }

@@ -258,7 +258,7 @@ impl Mr {
         let mr = self.mr.as_ptr();
         // The driver calls `bump_key` only before posting a registration
         // and `restore_key` only when that post failed, on its command's
-        // own MR (`MrPool::for_task`): nothing else writes its keys then.
+        // own MR (the driver's `TaskSlots::for_task`): nothing else writes its keys then.
         // SAFETY: the MR is live while `self` is, and in no posted WR.
         unsafe {
             (*mr).lkey = ((*mr).lkey & !0xff) | u32::from(key);

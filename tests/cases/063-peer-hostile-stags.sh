@@ -18,7 +18,7 @@ for m in inv-wrong:conn-error inv-other:conn-error inv-none:no-error status-firs
 done
 # The status of 4k writes, sent twice: a 4k write is one page, sent
 # immediate without a registration, so its response and its data Send's
-# completion meet on the task's word (step 24, SendMeets). A second
+# completion meet on the task's word (step 24, MeetWord). A second
 # response must fail the connection whether the first was held there for
 # the Send or delivered. Which one a fire finds is the device's timing
 # (case 030 held 516 of its 4096 4k writes' responses for their Send):
